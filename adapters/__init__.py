@@ -1,0 +1,1 @@
+"""LoRA adapters: the PEFT format, validation and object stores."""

@@ -1,0 +1,1 @@
+"""Pieces shared by every HTTP controller: paging, schema bases, dependencies."""

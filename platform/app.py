@@ -1,0 +1,85 @@
+"""The Litestar application factory."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import redis.asyncio as aioredis
+from advanced_alchemy.extensions.litestar import SQLAlchemyPlugin
+from litestar import Litestar
+from litestar.di import Provide
+from litestar.middleware.base import DefineMiddleware
+from litestar.openapi.config import OpenAPIConfig
+from litestar.openapi.plugins import ScalarRenderPlugin
+from litestar.plugins.prometheus import PrometheusConfig, PrometheusController
+
+from loraplex.api.deps import provide_principal
+from loraplex.api.paging import provide_page
+from loraplex.auth.access import PUBLIC, check_access
+from loraplex.auth.authenticator import KeyAuthenticator
+from loraplex.auth.middleware import BearerKeyMiddleware
+from loraplex.control.audit.controller import AuditController
+from loraplex.control.base_models.controller import BaseModelController
+from loraplex.control.health import HealthController
+from loraplex.control.keys.controller import ApiKeyController
+from loraplex.control.tenants.controller import PlanController, TenantController
+from loraplex.control.users.controller import UserController
+from loraplex.db.config import sqlalchemy_config
+from loraplex.errors import exception_handlers
+from loraplex.settings import Settings
+
+CONTROLLERS: list[type] = [
+    HealthController,
+    TenantController,
+    PlanController,
+    UserController,
+    ApiKeyController,
+    BaseModelController,
+    AuditController,
+]
+
+
+class MetricsController(PrometheusController):
+    """`GET /metrics` in the Prometheus text format."""
+
+    path = "/metrics"
+    opt = PUBLIC
+    include_in_schema = False
+
+
+def create_app(settings: Settings | None = None) -> Litestar:
+    """Build the API application from settings (default: the environment)."""
+    settings = settings or Settings.from_env()
+    db = sqlalchemy_config(settings)
+
+    @asynccontextmanager
+    async def lifespan(app: Litestar) -> AsyncIterator[None]:
+        app.state.settings = settings
+        app.state.authenticator = KeyAuthenticator(db.create_session_maker())
+        app.state.redis = aioredis.from_url(settings.redis_url, socket_timeout=2) if settings.redis_url else None
+        try:
+            yield
+        finally:
+            if app.state.redis is not None:
+                await app.state.redis.aclose()
+
+    prometheus = PrometheusConfig(app_name="loraplex", prefix="loraplex", group_path=True,
+                                  exclude=["/metrics", "/healthz", "/readyz"])
+    return Litestar(
+        route_handlers=[*CONTROLLERS, MetricsController],
+        plugins=[SQLAlchemyPlugin(config=db)],
+        dependencies={"principal": Provide(provide_principal, sync_to_thread=False),
+                      "page": Provide(provide_page, sync_to_thread=False)},
+        middleware=[
+            prometheus.middleware,
+            DefineMiddleware(BearerKeyMiddleware, exclude=["^/healthz", "^/readyz", "^/metrics", "^/schema"]),
+        ],
+        guards=[check_access],
+        exception_handlers=exception_handlers(),
+        lifespan=[lifespan],
+        openapi_config=OpenAPIConfig(title="Loraplex", version="0.1.0", path="/schema",
+                                     render_plugins=[ScalarRenderPlugin()]),
+        request_max_body_size=settings.max_json_body_bytes,
+        debug=settings.debug,
+    )

@@ -1,0 +1,1 @@
+"""Who is calling: API keys, the principal they resolve to, and route access rules."""

@@ -1,0 +1,64 @@
+"""Route access rules, checked by one global guard.
+
+Every route declares `opt={"access": ...}`:
+- `public`: no key (health, metrics);
+- `operator`: operator keys only; a tenant key gets 403;
+- `tenant`: operator keys, or a tenant key holding the route's scope. When the path has a
+  `tenant_id`, a key of another tenant gets 404 — the object does not exist for it.
+A route without a declaration is refused, so a new route cannot ship unguarded.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import UUID
+
+from litestar.connection import ASGIConnection
+from litestar.handlers.base import BaseRouteHandler
+
+from loraplex.auth.principal import Principal, Scope
+from loraplex.errors import Forbidden, NotFound
+
+PUBLIC = {"access": "public"}
+OPERATOR = {"access": "operator"}
+
+
+def tenant(scope: str | None = None) -> dict[str, Any]:
+    """Route opt for tenant-owned resources; scope defaults to read (GET) or admin (writes)."""
+    return {"access": "tenant", "scope": scope}
+
+
+def check_access(connection: ASGIConnection[Any, Any, Any, Any], handler: BaseRouteHandler) -> None:
+    """The global guard applying the rules above."""
+    access = handler.opt.get("access")
+    if access == "public":
+        return
+    principal = connection.user
+    if not isinstance(principal, Principal):
+        raise Forbidden("this route requires an API key")
+    if access == "operator":
+        if not principal.is_operator:
+            raise Forbidden("this route requires an operator key")
+        return
+    if access != "tenant":
+        raise Forbidden("route has no access rule")  # fail closed
+    _check_tenant_route(connection, handler, principal)
+
+
+def _check_tenant_route(connection: ASGIConnection[Any, Any, Any, Any], handler: BaseRouteHandler,
+                        principal: Principal) -> None:
+    raw_tenant = connection.path_params.get("tenant_id")
+    if raw_tenant is not None and not principal.can_see_tenant(_as_uuid(raw_tenant)):
+        raise NotFound("tenant not found")
+    scope = handler.opt.get("scope") or (Scope.READ if connection.scope.get("method") == "GET" else Scope.ADMIN)
+    if not principal.has_scope(scope):
+        raise Forbidden(f"API key lacks the '{scope}' scope")
+
+
+def _as_uuid(value: Any) -> UUID:
+    if isinstance(value, UUID):
+        return value
+    try:
+        return UUID(str(value))
+    except ValueError as exc:
+        raise NotFound("tenant not found") from exc

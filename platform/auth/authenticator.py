@@ -1,0 +1,84 @@
+"""Resolves a presented bearer key to a Principal, with a short cache.
+
+The cache keeps hot keys from costing a database round trip per request. Its TTL bounds how
+long a key revoked on *another* replica keeps working; revocation on this replica evicts at
+once. Negative results are not cached, so a new key works immediately.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+from sqlalchemy import select, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from loraplex.auth.principal import Principal
+from loraplex.auth.secrets import matches, prefix_of
+from loraplex.db.models import ApiKey, Tenant, TenantStatus
+from loraplex.errors import Forbidden, Unauthenticated
+
+CACHE_TTL_S = 5.0
+LAST_USED_RESOLUTION_S = 60.0  # write last_used_at at most once a minute per key
+
+
+class KeyAuthenticator:
+    """Looks keys up by prefix and checks their hash, expiry, revocation and tenant status."""
+
+    def __init__(self, session_factory: Callable[[], AsyncSession], clock: Callable[[], float] = time.monotonic):
+        self._session_factory = session_factory
+        self._clock = clock
+        self._cache: dict[str, tuple[float, Principal]] = {}
+        self._last_used_written: dict[str, float] = {}
+
+    def forget(self, prefix: str) -> None:
+        """Drop a cached key (call after revoking it or changing its tenant)."""
+        self._cache.pop(prefix, None)
+
+    def forget_all(self) -> None:
+        """Drop every cached key (after a tenant is suspended or deleted)."""
+        self._cache.clear()
+
+    async def authenticate(self, presented: str) -> Principal:
+        """The principal for a full key, or Unauthenticated / Forbidden naming why not."""
+        prefix = prefix_of(presented)
+        if prefix is None:
+            raise Unauthenticated("malformed API key")
+        cached = self._cache.get(prefix)
+        now = self._clock()
+        if cached and cached[0] > now:
+            return cached[1]
+        principal = await self._load(prefix, presented)
+        self._cache[prefix] = (now + CACHE_TTL_S, principal)
+        return principal
+
+    async def _load(self, prefix: str, presented: str) -> Principal:
+        async with self._session_factory() as session:
+            row = (
+                await session.execute(
+                    select(ApiKey, Tenant.status)
+                    .outerjoin(Tenant, Tenant.id == ApiKey.tenant_id)
+                    .where(ApiKey.prefix == prefix)
+                )
+            ).one_or_none()
+            if row is None or not matches(presented, row[0].secret_hash):
+                raise Unauthenticated("unknown API key")
+            key, tenant_status = row
+            now = datetime.now(UTC)
+            if key.revoked_at is not None:
+                raise Unauthenticated("API key has been revoked")
+            if key.expires_at is not None and key.expires_at <= now:
+                raise Unauthenticated("API key has expired")
+            if key.tenant_id is not None and tenant_status != TenantStatus.ACTIVE:
+                raise Forbidden(f"tenant is {tenant_status}", headers={})
+            await self._touch(session, key, now)
+            return Principal(key.id, key.prefix, key.tenant_id, frozenset(key.scopes))
+
+    async def _touch(self, session: AsyncSession, key: ApiKey, now: datetime) -> None:
+        mono = self._clock()
+        if mono - self._last_used_written.get(key.prefix, -1e9) < LAST_USED_RESOLUTION_S:
+            return
+        self._last_used_written[key.prefix] = mono
+        await session.execute(update(ApiKey).where(ApiKey.id == key.id).values(last_used_at=now))
+        await session.commit()

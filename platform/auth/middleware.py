@@ -1,0 +1,26 @@
+"""Bearer-key authentication for the API and `/v1` routes."""
+
+from __future__ import annotations
+
+from litestar.connection import ASGIConnection
+from litestar.middleware import AbstractAuthenticationMiddleware, AuthenticationResult
+
+from loraplex.auth.authenticator import KeyAuthenticator
+from loraplex.errors import Unauthenticated
+
+# Paths that never need a key: probes, metrics, the schema, and the browser UI (which has
+# its own session login).
+PUBLIC_PATHS = {"/healthz", "/readyz", "/metrics", "/schema", "/console", "/admin", "/static", "/"}
+
+
+class BearerKeyMiddleware(AbstractAuthenticationMiddleware):
+    """Puts the caller's Principal in `request.user`, or answers 401."""
+
+    async def authenticate_request(self, connection: ASGIConnection) -> AuthenticationResult:
+        header = connection.headers.get("authorization", "")
+        scheme, _, token = header.partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            raise Unauthenticated("missing bearer API key (Authorization: Bearer <key>)")
+        authenticator: KeyAuthenticator = connection.app.state.authenticator
+        principal = await authenticator.authenticate(token.strip())
+        return AuthenticationResult(user=principal, auth=principal)

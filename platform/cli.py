@@ -1,0 +1,139 @@
+"""The `loraplex` command line: one entry point for every process and admin task."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from loraplex.settings import Settings
+
+T = TypeVar("T")
+
+# Command groups that live with their feature; attached when their module imports.
+FEATURE_COMMANDS = [
+    ("loraplex.dev.cli", "dev"),
+    ("loraplex.serving.engines.cli", "engine"),
+    ("loraplex.serving.simulator.cli", "simulate"),
+]
+
+
+@click.group()
+@click.pass_context
+def main(ctx: click.Context) -> None:
+    """Loraplex: serve many LoRA adapters to many tenants."""
+    ctx.obj = Settings.from_env()
+
+
+@main.command()
+@click.option("--host", default=None, help="bind address (default: LORAPLEX_HOST)")
+@click.option("--port", type=int, default=None, help="port (default: LORAPLEX_PORT)")
+@click.option("--workers", type=int, default=None, help="worker processes")
+@click.option("--migrate/--no-migrate", default=False, help="upgrade the database first")
+@click.pass_obj
+def api(settings: Settings, host: str | None, port: int | None, workers: int | None, migrate: bool) -> None:
+    """Start the API server."""
+    import uvicorn
+
+    from loraplex.db import migrate as migrations
+
+    if migrate:
+        migrations.upgrade(settings.database_url)
+    host, port = host or settings.host, port or settings.port
+    click.echo(f"Loraplex API listening on http://{host}:{port} (OpenAPI at /schema)")
+    uvicorn.run("loraplex.app:create_app", factory=True, host=host, port=port,
+                workers=workers or settings.workers, log_level="warning", access_log=False)
+
+
+@main.group()
+def db() -> None:
+    """Database schema migrations."""
+
+
+@db.command("upgrade")
+@click.argument("revision", default="head")
+@click.pass_obj
+def db_upgrade(settings: Settings, revision: str) -> None:
+    """Migrate the database up (default: to the newest revision)."""
+    from loraplex.db import migrate
+
+    migrate.upgrade(settings.database_url, revision)
+    click.echo(f"database at {revision}")
+
+
+@db.command("downgrade")
+@click.argument("revision", default="base")
+@click.pass_obj
+def db_downgrade(settings: Settings, revision: str) -> None:
+    """Migrate the database down (default: to an empty schema)."""
+    from loraplex.db import migrate
+
+    migrate.downgrade(settings.database_url, revision)
+    click.echo(f"database at {revision}")
+
+
+@main.group()
+def admin() -> None:
+    """Operator administration."""
+
+
+@admin.command("create-operator")
+@click.option("--email", required=True)
+@click.option("--name", default="operator")
+@click.pass_obj
+def create_operator(settings: Settings, email: str, name: str) -> None:
+    """Create an operator user and print a new operator API key (shown once)."""
+    from loraplex.control.bootstrap import create_operator as create
+
+    key = _run_with_session(settings, lambda session: create(session, email, name))
+    click.echo(key)
+
+
+@main.group("base-models")
+def base_models() -> None:
+    """Base models adapters are trained on."""
+
+
+@base_models.command("register")
+@click.argument("model_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--name", default=None, help="model id (default: the folder name)")
+@click.pass_obj
+def register_base_model(settings: Settings, model_dir: Path, name: str | None) -> None:
+    """Read a model's architecture facts from its folder and register it."""
+    from loraplex.control.bootstrap import register_base_model as register
+
+    model_id = _run_with_session(settings, lambda session: register(session, model_dir, name))
+    click.echo(f"registered base model {name or model_dir.name} ({model_id})")
+
+
+def _run_with_session(settings: Settings, work: Callable[[Any], Awaitable[T]]) -> T:
+    """Run `work(session)` in one committed transaction."""
+    from loraplex.db.config import sqlalchemy_config
+
+    async def run() -> T:
+        config = sqlalchemy_config(settings)
+        try:
+            async with config.get_session() as session:
+                result = await work(session)
+                await session.commit()
+                return result
+        finally:
+            await config.get_engine().dispose()
+
+    return asyncio.run(run())
+
+
+def _attach_feature_commands() -> None:
+    for module_name, attr in FEATURE_COMMANDS:
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError:
+            continue  # feature not installed in this build
+        main.add_command(getattr(module, attr))
+
+
+_attach_feature_commands()

@@ -1,0 +1,1 @@
+"""The control plane: one folder per aggregate (controller, service, schemas)."""

@@ -1,0 +1,89 @@
+"""Users of a tenant (console logins) and operators."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated
+from uuid import UUID
+
+import msgspec
+from advanced_alchemy.repository import SQLAlchemyAsyncRepository
+from advanced_alchemy.service import SQLAlchemyAsyncRepositoryService
+from argon2 import PasswordHasher
+
+from loraplex.api.schemas import Input, Output
+from loraplex.control.audit.service import record
+from loraplex.db.models import User, UserRole
+from loraplex.errors import Conflict, InvalidInput, NotFound
+
+_hasher = PasswordHasher()
+
+Email = Annotated[str, msgspec.Meta(pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$", max_length=320)]
+Password = Annotated[str, msgspec.Meta(min_length=8, max_length=200)]
+
+
+class UserCreate(Input):
+    """A new user of a tenant."""
+
+    email: Email
+    name: str = ""
+    role: UserRole = UserRole.TENANT_MEMBER
+    password: Password | None = None
+
+
+class UserOut(Output):
+    """A user; never the password hash."""
+
+    id: UUID
+    email: str
+    name: str
+    role: str
+    tenant_id: UUID | None
+    is_active: bool
+    created_at: datetime
+
+
+def hash_password(password: str) -> str:
+    """argon2id hash of a password."""
+    return _hasher.hash(password)
+
+
+def verify_password(password_hash: str, password: str) -> bool:
+    """Whether `password` matches the stored argon2 hash."""
+    try:
+        return _hasher.verify(password_hash, password)
+    except Exception:  # argon2 raises several mismatch/invalid-hash errors
+        return False
+
+
+class UserService(SQLAlchemyAsyncRepositoryService[User]):
+    """Users."""
+
+    class Repo(SQLAlchemyAsyncRepository[User]):
+        """Users."""
+
+        model_type = User
+
+    repository_type = Repo
+
+    async def create_user(self, tenant_id: UUID | None, data: UserCreate, actor: str) -> User:
+        """Create a user; tenants cannot create operators, emails are unique."""
+        if tenant_id is not None and data.role == UserRole.OPERATOR:
+            raise InvalidInput("a tenant user cannot have the operator role", param="role")
+        email = data.email.lower()
+        if await self.exists(email=email):
+            raise Conflict(f"a user with email '{email}' already exists", param="email")
+        user = await self.create(User(
+            email=email, name=data.name, role=data.role, tenant_id=tenant_id,
+            password_hash=hash_password(data.password) if data.password else None))
+        record(self.repository.session, actor, "user.create", user, tenant_id=tenant_id,
+               email=email, role=data.role)
+        return user
+
+    async def remove(self, tenant_id: UUID, user_id: UUID, actor: str) -> None:
+        """Delete a tenant's user."""
+        user = await self.get_one_or_none(id=user_id, tenant_id=tenant_id)
+        if user is None:
+            raise NotFound("user not found")
+        await self.delete(user.id)
+        record(self.repository.session, actor, "user.delete", user, tenant_id=tenant_id, email=user.email)

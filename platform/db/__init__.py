@@ -1,0 +1,1 @@
+"""Database: SQLAlchemy models (one module per aggregate) and the session configuration."""

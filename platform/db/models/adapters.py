@@ -1,0 +1,81 @@
+"""A tenant's adapters, their immutable versions and the aliases that point at them."""
+
+from __future__ import annotations
+
+import enum
+from typing import Any
+from uuid import UUID
+
+from sqlalchemy import JSON, BigInteger, ForeignKey, String, UniqueConstraint
+from sqlalchemy.orm import Mapped, mapped_column
+
+from loraplex.db.orm import Base
+
+
+class VersionStatus(enum.StrEnum):
+    """uploading -> validating -> ready | failed; ready -> archived."""
+
+    UPLOADING = "uploading"
+    VALIDATING = "validating"
+    READY = "ready"
+    FAILED = "failed"
+    ARCHIVED = "archived"
+
+
+class VersionSource(enum.StrEnum):
+    """Where a version came from."""
+
+    UPLOAD = "upload"
+    FINE_TUNE = "fine_tune"
+
+
+class Adapter(Base):
+    """A named LoRA adapter of one tenant on one base model."""
+
+    __tablename__ = "adapters"
+    __table_args__ = (UniqueConstraint("tenant_id", "name"),)
+
+    tenant_id: Mapped[UUID] = mapped_column(ForeignKey("tenants.id", ondelete="CASCADE"), index=True)
+    name: Mapped[str] = mapped_column(String(64))
+    base_model_id: Mapped[UUID] = mapped_column(ForeignKey("base_models.id", ondelete="RESTRICT"))
+    description: Mapped[str] = mapped_column(String(1000), default="")
+
+
+class AdapterVersion(Base):
+    """One immutable upload or fine-tune output of an adapter."""
+
+    __tablename__ = "adapter_versions"
+    __table_args__ = (UniqueConstraint("adapter_id", "number"),)
+
+    adapter_id: Mapped[UUID] = mapped_column(ForeignKey("adapters.id", ondelete="CASCADE"), index=True)
+    tenant_id: Mapped[UUID] = mapped_column(ForeignKey("tenants.id", ondelete="CASCADE"), index=True)
+    number: Mapped[int]
+    status: Mapped[VersionStatus] = mapped_column(String(16), default=VersionStatus.UPLOADING)
+    source: Mapped[VersionSource] = mapped_column(String(16), default=VersionSource.UPLOAD)
+    rank: Mapped[int | None] = mapped_column(default=None)
+    alpha: Mapped[float | None] = mapped_column(default=None)
+    target_modules: Mapped[list[str]] = mapped_column(JSON, default=list)
+    size_bytes: Mapped[int] = mapped_column(BigInteger, default=0)
+    sha256: Mapped[str] = mapped_column(String(64), default="")
+    storage_key: Mapped[str] = mapped_column(String(500), default="")
+    job_id: Mapped[UUID | None] = mapped_column(default=None)
+    error: Mapped[str] = mapped_column(String(2000), default="")
+    details: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+
+
+class AdapterAlias(Base):
+    """A movable name (`prod`, `staging`, ...) for a version, with an optional canary."""
+
+    __tablename__ = "adapter_aliases"
+    __table_args__ = (UniqueConstraint("adapter_id", "name"),)
+
+    adapter_id: Mapped[UUID] = mapped_column(ForeignKey("adapters.id", ondelete="CASCADE"), index=True)
+    name: Mapped[str] = mapped_column(String(64))
+    version_id: Mapped[UUID] = mapped_column(ForeignKey("adapter_versions.id", ondelete="RESTRICT"))
+    previous_version_id: Mapped[UUID | None] = mapped_column(
+        ForeignKey("adapter_versions.id", ondelete="SET NULL"), default=None
+    )
+    canary_version_id: Mapped[UUID | None] = mapped_column(
+        ForeignKey("adapter_versions.id", ondelete="SET NULL"), default=None
+    )
+    canary_weight: Mapped[int] = mapped_column(default=0)  # percent of traffic, 0-100

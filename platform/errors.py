@@ -1,0 +1,167 @@
+"""Errors as named values, mapped to HTTP once.
+
+Domain code raises a `LoraplexError` subclass; `exception_handlers()` turns it (and the
+framework's and the repository layer's own errors) into an RFC 9457 problem document on the
+control plane and into OpenAI's error shape on `/v1`, so no error ever becomes a bare 500.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from advanced_alchemy import exceptions as repo_errors
+from litestar import MediaType, Request, Response
+from litestar.exceptions import HTTPException, ValidationException
+
+log = logging.getLogger("loraplex.errors")
+
+
+class LoraplexError(Exception):
+    """Base of every error the platform raises on purpose."""
+
+    status_code = 500
+    code = "internal_error"
+
+    def __init__(self, detail: str, *, param: str | None = None, headers: dict[str, str] | None = None):
+        super().__init__(detail)
+        self.detail = detail
+        self.param = param
+        self.headers = headers or {}
+
+
+class InvalidInput(LoraplexError):
+    """The request is well-formed but a value is not acceptable."""
+
+    status_code = 400
+    code = "invalid_request"
+
+
+class Unauthenticated(LoraplexError):
+    """No credentials, or credentials that do not identify anyone."""
+
+    status_code = 401
+    code = "invalid_api_key"
+
+
+class Forbidden(LoraplexError):
+    """Authenticated, but the key lacks the scope for this action."""
+
+    status_code = 403
+    code = "forbidden"
+
+
+class NotFound(LoraplexError):
+    """The object does not exist or belongs to another tenant (never told apart)."""
+
+    status_code = 404
+    code = "not_found"
+
+
+class Conflict(LoraplexError):
+    """The change collides with existing state (duplicate name, wrong status)."""
+
+    status_code = 409
+    code = "conflict"
+
+
+class PayloadTooLarge(LoraplexError):
+    """A body or file is over its size cap."""
+
+    status_code = 413
+    code = "payload_too_large"
+
+
+class QuotaExceeded(LoraplexError):
+    """The tenant's plan does not allow this (adapters, storage, rank, ...)."""
+
+    status_code = 403
+    code = "quota_exceeded"
+
+
+class Unavailable(LoraplexError):
+    """A dependency (database, Redis, object store, engine) is not answering."""
+
+    status_code = 503
+    code = "service_unavailable"
+
+
+def _problem(request: Request[Any, Any, Any], status: int, code: str, detail: str,
+             param: str | None = None, extra: Any = None,
+             headers: dict[str, str] | None = None) -> Response[Any]:
+    """Render an error in the shape the route's clients expect."""
+    if request.url.path.startswith("/v1/"):
+        body: dict[str, Any] = {"error": {"message": detail, "type": _openai_type(status),
+                                          "param": param, "code": code}}
+        media_type = MediaType.JSON
+    else:
+        body = {"type": f"urn:loraplex:problem:{code}", "title": code.replace("_", " "),
+                "status": status, "detail": detail}
+        if param:
+            body["param"] = param
+        if extra:
+            body["errors"] = extra
+        media_type = "application/problem+json"
+    return Response(body, status_code=status, media_type=media_type, headers=headers)
+
+
+def _openai_type(status: int) -> str:
+    if status == 401:
+        return "authentication_error"
+    if status == 403:
+        return "permission_error"
+    if status == 404:
+        return "not_found_error"
+    if status == 429:
+        return "rate_limit_error"
+    if status >= 500:
+        return "server_error"
+    return "invalid_request_error"
+
+
+def _on_domain_error(request: Request[Any, Any, Any], exc: LoraplexError) -> Response[Any]:
+    return _problem(request, exc.status_code, exc.code, exc.detail, exc.param, headers=exc.headers)
+
+
+def _on_http_error(request: Request[Any, Any, Any], exc: HTTPException) -> Response[Any]:
+    extra = exc.extra if isinstance(exc, ValidationException) else None
+    code = {400: "invalid_request", 401: "invalid_api_key", 403: "forbidden", 404: "not_found",
+            405: "method_not_allowed", 413: "payload_too_large", 415: "unsupported_media_type",
+            429: "rate_limit_exceeded"}.get(exc.status_code, "http_error")
+    detail = exc.detail
+    if extra and isinstance(extra, list):
+        detail = "; ".join(_describe(item) for item in extra) or detail
+    return _problem(request, exc.status_code, code, detail, extra=extra,
+                    headers=dict(exc.headers or {}))
+
+
+def _describe(item: Any) -> str:
+    if isinstance(item, dict):
+        key = item.get("key")
+        message = item.get("message", "")
+        return f"{key}: {message}" if key else str(message)
+    return str(item)
+
+
+def _on_repository_error(request: Request[Any, Any, Any], exc: repo_errors.RepositoryError) -> Response[Any]:
+    if isinstance(exc, repo_errors.NotFoundError):
+        return _problem(request, 404, "not_found", "not found")
+    if isinstance(exc, repo_errors.IntegrityError | repo_errors.DuplicateKeyError):
+        return _problem(request, 409, "conflict", "conflicts with an existing object")
+    log.exception("repository error", exc_info=exc)
+    return _problem(request, 500, "internal_error", "internal error")
+
+
+def _on_unexpected(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
+    log.exception("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
+    return _problem(request, 500, "internal_error", "internal error")
+
+
+def exception_handlers() -> dict[type[Exception], Any]:
+    """The one mapping from exceptions to HTTP responses, for `Litestar(exception_handlers=)`."""
+    return {
+        LoraplexError: _on_domain_error,
+        HTTPException: _on_http_error,
+        repo_errors.RepositoryError: _on_repository_error,
+        Exception: _on_unexpected,
+    }

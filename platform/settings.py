@@ -1,0 +1,104 @@
+"""One typed settings object, read from `LORAPLEX_*` environment variables.
+
+Nothing here runs at import time: call `Settings.from_env()` where settings are needed
+(the app factory, the CLI, the Celery app) and pass the object down.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, get_type_hints
+
+PREFIX = "LORAPLEX_"
+
+
+class SettingsError(ValueError):
+    """An environment variable holds a value its setting cannot take."""
+
+
+@dataclass(frozen=True, slots=True)
+class EngineEndpoint:
+    """An inference engine the platform should use, as listed in settings."""
+
+    name: str
+    url: str
+    kind: str = "vllm"  # "vllm" | "sglang"
+    base_model: str = ""
+    max_lora_rank: int = 64
+    gpu_slots: int = 8
+    host_slots: int = 32
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """Every knob of a Loraplex process. Field `foo_bar` reads `LORAPLEX_FOO_BAR`."""
+
+    # Storage. The embedded default is a SQLite file and a local directory object store.
+    database_url: str = "sqlite+aiosqlite:///./var/loraplex.db"
+    redis_url: str = ""  # empty: in-process stand-ins (embedded mode only)
+    data_dir: Path = Path("./var")
+    object_store: str = "local"  # "local" | "s3"
+    s3_endpoint_url: str = ""
+    s3_bucket: str = "loraplex"
+    s3_region: str = "us-east-1"
+    s3_access_key_id: str = ""
+    s3_secret_access_key: str = ""
+
+    # HTTP server.
+    host: str = "127.0.0.1"
+    port: int = 8000
+    workers: int = 1
+    debug: bool = False
+    max_json_body_bytes: int = 1_048_576
+    max_upload_bytes: int = 512 * 1024 * 1024
+
+    # Security.
+    secret_key: str = "dev-only-change-me"  # signs sessions and CSRF tokens
+    api_key_prefix: str = "lpx"
+
+    # Serving.
+    engines: tuple[EngineEndpoint, ...] = field(default_factory=tuple)
+    engine_health_interval_s: float = 2.0
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        """Build settings from `environ` (default: the process environment)."""
+        env = os.environ if environ is None else environ
+        hints = get_type_hints(cls)
+        values: dict[str, Any] = {}
+        for f in fields(cls):
+            raw = env.get(PREFIX + f.name.upper())
+            if raw is not None:
+                values[f.name] = _parse(f.name, hints[f.name], raw)
+        return cls(**values)
+
+    @property
+    def is_embedded(self) -> bool:
+        """True when running without external services (SQLite, no Redis)."""
+        return self.database_url.startswith("sqlite") or not self.redis_url
+
+
+def _parse(name: str, hint: Any, raw: str) -> Any:
+    """Convert one environment string to the setting's type, naming the setting on error."""
+    try:
+        if hint is bool:
+            if raw.lower() in {"1", "true", "yes", "on"}:
+                return True
+            if raw.lower() in {"0", "false", "no", "off", ""}:
+                return False
+            raise ValueError(f"not a boolean: {raw!r}")
+        if hint is int:
+            return int(raw)
+        if hint is float:
+            return float(raw)
+        if hint is Path:
+            return Path(raw)
+        if name == "engines":
+            return tuple(EngineEndpoint(**item) for item in json.loads(raw or "[]"))
+        return raw
+    except (ValueError, TypeError) as exc:
+        raise SettingsError(f"{PREFIX}{name.upper()}: {exc}") from exc
