@@ -7,7 +7,7 @@ from contextlib import asynccontextmanager
 
 import redis.asyncio as aioredis
 from advanced_alchemy.extensions.litestar import SQLAlchemyPlugin
-from litestar import Litestar
+from litestar import Litestar, Router
 from litestar.di import Provide
 from litestar.middleware.base import DefineMiddleware
 from litestar.openapi.config import OpenAPIConfig
@@ -79,7 +79,8 @@ def create_app(settings: Settings | None = None) -> Litestar:
         exception_handlers=exception_handlers(),
         lifespan=[lifespan],
         openapi_config=OpenAPIConfig(title="Loraplex", version="0.1.0", path="/schema",
-                                     render_plugins=[ScalarRenderPlugin()]),
+                                     render_plugins=[ScalarRenderPlugin()],
+                                     openapi_router=Router("/schema", route_handlers=[], opt=PUBLIC)),
         request_max_body_size=settings.max_json_body_bytes,
         debug=settings.debug,
     )

@@ -7,6 +7,7 @@ Each test session gets its own database, migrated to head, dropped at the end.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import secrets
 from collections.abc import AsyncIterator, Iterator
@@ -25,6 +26,8 @@ from loraplex.db.config import sqlalchemy_config
 from loraplex.settings import Settings
 
 PG_SERVER = os.environ.get("LORAPLEX_TEST_PG", "postgresql://postgres@127.0.0.1:5432")
+logging.getLogger("httpx").setLevel(logging.WARNING)  # one INFO line per request drowns failures
+
 REDIS_URL = os.environ.get("LORAPLEX_TEST_REDIS", "redis://127.0.0.1:6379/15")
 
 

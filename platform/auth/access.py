@@ -33,7 +33,7 @@ def check_access(connection: ASGIConnection[Any, Any, Any, Any], handler: BaseRo
     access = handler.opt.get("access")
     if access == "public":
         return
-    principal = connection.user
+    principal = connection.scope.get("user")
     if not isinstance(principal, Principal):
         raise Forbidden("this route requires an API key")
     if access == "operator":

@@ -40,7 +40,7 @@ class AuditController(Controller):
     async def list_all(self, audit_service: AuditService, page: LimitOffset) -> OffsetPagination[AuditEntryOut]:
         """Every change, newest first."""
         order = OrderBy("created_at", "desc")
-        items, total = await audit_service.list_and_count(page, order)
+        items, total = await audit_service.get_many_and_count(page, order)
         return audit_service.to_schema(items, total, filters=[page], schema_type=AuditEntryOut)
 
     @get("/api/v1/tenants/{tenant_id:uuid}/audit", operation_id="ListTenantAudit", opt=access.tenant())
@@ -48,7 +48,7 @@ class AuditController(Controller):
                               page: LimitOffset) -> OffsetPagination[AuditEntryOut]:
         """A tenant's changes, newest first."""
         order = OrderBy("created_at", "desc")
-        items, total = await audit_service.list_and_count(
+        items, total = await audit_service.get_many_and_count(
             page, order, AuditEntry.tenant_id == tenant_id
         )
         return audit_service.to_schema(items, total, filters=[page], schema_type=AuditEntryOut)

@@ -29,7 +29,7 @@ class BaseModelController(Controller):
     @get("/api/v1/base-models", operation_id="ListBaseModels", opt=access.tenant("read"))
     async def list_base_models(self, base_models: BaseModelService, page: LimitOffset) -> OffsetPagination[BaseModelOut]:
         """Registered base models."""
-        items, total = await base_models.list_and_count(page, OrderBy("name", "asc"))
+        items, total = await base_models.get_many_and_count(page, OrderBy("name", "asc"))
         return base_models.to_schema(items, total, filters=[page], schema_type=BaseModelOut)
 
     @get("/api/v1/base-models/{model_id:uuid}", operation_id="GetBaseModel", opt=access.tenant("read"))

@@ -34,7 +34,7 @@ class ApiKeyController(Controller):
     @get(KEYS, operation_id="ListApiKeys", opt=access.tenant())
     async def list_keys(self, tenant_id: UUID, keys: ApiKeyService, page: LimitOffset) -> OffsetPagination[KeyOut]:
         """The tenant's keys, newest first."""
-        items, total = await keys.list_and_count(page, OrderBy("created_at", "desc"), ApiKey.tenant_id == tenant_id)
+        items, total = await keys.get_many_and_count(page, OrderBy("created_at", "desc"), ApiKey.tenant_id == tenant_id)
         return OffsetPagination([keys.to_out(k) for k in items], page.limit, page.offset, total)
 
     @delete(f"{KEYS}/{{key_id:uuid}}", operation_id="RevokeApiKey", opt=access.tenant(), status_code=200)

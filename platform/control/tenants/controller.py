@@ -40,7 +40,7 @@ class TenantController(Controller):
     @get("/api/v1/tenants", operation_id="ListTenants", opt=access.OPERATOR)
     async def list_tenants(self, tenants: TenantService, page: LimitOffset) -> OffsetPagination[TenantOut]:
         """Tenants that are not deleted, oldest first."""
-        items, total = await tenants.list_and_count(
+        items, total = await tenants.get_many_and_count(
             page, OrderBy("created_at", "asc"), Tenant.status != TenantStatus.DELETED)
         return OffsetPagination([tenants.to_out(t) for t in items], page.limit, page.offset, total)
 
@@ -91,7 +91,7 @@ class PlanController(Controller):
     @get("/api/v1/plans", operation_id="ListPlans", opt=access.OPERATOR)
     async def list_plans(self, plans: PlanService, page: LimitOffset) -> OffsetPagination[PlanOut]:
         """Every plan."""
-        items, total = await plans.list_and_count(page, OrderBy("name", "asc"))
+        items, total = await plans.get_many_and_count(page, OrderBy("name", "asc"))
         return plans.to_schema(items, total, filters=[page], schema_type=PlanOut)
 
     @put("/api/v1/plans", operation_id="UpsertPlan", opt=access.OPERATOR)

@@ -32,7 +32,7 @@ class UserController(Controller):
     @get(USERS, operation_id="ListUsers", opt=access.tenant())
     async def list_users(self, tenant_id: UUID, users: UserService, page: LimitOffset) -> OffsetPagination[UserOut]:
         """The tenant's users."""
-        items, total = await users.list_and_count(page, OrderBy("email", "asc"), User.tenant_id == tenant_id)
+        items, total = await users.get_many_and_count(page, OrderBy("email", "asc"), User.tenant_id == tenant_id)
         return users.to_schema(items, total, filters=[page], schema_type=UserOut)
 
     @delete(f"{USERS}/{{user_id:uuid}}", operation_id="DeleteUser", opt=access.tenant())

@@ -1,0 +1,1 @@
+"""Development helpers: a small model and LoRA adapters the project generates itself."""

@@ -1,0 +1,61 @@
+"""In-process greedy generation with transformers and PEFT: the reference engines must match."""
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+from peft import PeftModel
+from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerBase
+
+
+def chat_prompt_ids(tokenizer: PreTrainedTokenizerBase, question: str) -> list[int]:
+    """Token ids of a one-turn ChatML prompt that opens the assistant's reply."""
+    text = tokenizer.apply_chat_template(
+        [{"role": "user", "content": question}], add_generation_prompt=True, tokenize=False
+    )
+    # Render then encode, as serving engines do; the template already holds every marker.
+    ids: list[int] = tokenizer(text, add_special_tokens=False)["input_ids"]
+    return ids
+
+
+@torch.no_grad()
+def generate_greedy(
+    model: torch.nn.Module,
+    tokenizer: PreTrainedTokenizerBase,
+    question: str,
+    max_new_tokens: int = 32,
+) -> str:
+    """Greedy-decode one question with an already loaded model; only the new text is returned."""
+    prompt = torch.tensor([chat_prompt_ids(tokenizer, question)])
+    output = model.generate(
+        input_ids=prompt,
+        attention_mask=torch.ones_like(prompt),
+        do_sample=False,
+        max_new_tokens=max_new_tokens,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    text: str = tokenizer.decode(output[0, prompt.shape[1] :], skip_special_tokens=True)
+    return text
+
+
+def greedy_answers(
+    model_dir: Path,
+    adapter_dir: Path | None,
+    questions: Sequence[str],
+    max_new_tokens: int = 32,
+) -> list[str]:
+    """Greedy answers to each question from the base model, or with a LoRA adapter applied."""
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    if adapter_dir is not None:
+        model = PeftModel.from_pretrained(model, adapter_dir)
+    model.eval()
+    return [generate_greedy(model, tokenizer, q, max_new_tokens) for q in questions]
+
+
+def greedy_answer(
+    model_dir: Path, adapter_dir: Path | None, question: str, max_new_tokens: int = 32
+) -> str:
+    """The greedy answer to one question, as a serving engine should return it."""
+    return greedy_answers(model_dir, adapter_dir, [question], max_new_tokens)[0]

@@ -1,0 +1,1 @@
+"""Serving tier: engine drivers, placement, eviction and dispatch."""

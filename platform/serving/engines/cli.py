@@ -1,0 +1,84 @@
+"""`loraplex engine start|stop|status`: the development vLLM CPU engine."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+from loraplex.serving.engines.launcher import (
+    EngineConfig,
+    EngineStartError,
+    is_healthy,
+    read_info,
+    read_pid,
+    start_engine,
+    stop_engine,
+)
+
+_DEFAULTS = EngineConfig()
+
+
+def _config(state_dir: Path, **values: object) -> EngineConfig:
+    """An engine config from CLI options; `None` options keep their defaults."""
+    chosen = {key: value for key, value in values.items() if value is not None}
+    return EngineConfig(state_dir=state_dir, **chosen)  # type: ignore[arg-type]
+
+
+_state_dir_option = click.option(
+    "--state-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=_DEFAULTS.state_dir,
+    show_default=True,
+    help="Where the pid file, log and record of the engine live.",
+)
+
+
+@click.group("engine")
+def engine() -> None:
+    """Run the development inference engine (vLLM on CPU, LoRA enabled)."""
+
+
+@engine.command("start")
+@click.option("--model", "model_dir", type=click.Path(file_okay=False, path_type=Path),
+              default=_DEFAULTS.model_dir, show_default=True,
+              help="Base model directory; generated with `make_model` if missing.")
+@click.option("--port", type=int, default=_DEFAULTS.port, show_default=True)
+@click.option("--max-lora-rank", type=int, default=_DEFAULTS.max_lora_rank, show_default=True)
+@click.option("--max-loras", type=int, default=_DEFAULTS.max_loras, show_default=True,
+              help="Adapters active in one batch (vLLM --max-loras).")
+@click.option("--max-cpu-loras", type=int, default=_DEFAULTS.max_cpu_loras, show_default=True,
+              help="Adapters held in host memory (vLLM --max-cpu-loras).")
+@_state_dir_option
+def start(model_dir: Path, port: int, max_lora_rank: int, max_loras: int, max_cpu_loras: int,
+          state_dir: Path) -> None:
+    """Install (first time) and start the engine, or reuse the healthy one; print its URL."""
+    config = _config(state_dir, model_dir=model_dir, port=port, max_lora_rank=max_lora_rank,
+                     max_loras=max_loras, max_cpu_loras=max_cpu_loras)
+    try:
+        info = start_engine(config, say=lambda line: click.echo(line, err=True))
+    except EngineStartError as exc:
+        raise click.ClickException(str(exc)) from exc
+    how = "reused" if info.reused else f"started in {info.startup_s:.1f}s"
+    click.echo(f"engine {how}: serving {info.served_model}", err=True)
+    click.echo(info.url)
+
+
+@engine.command("stop")
+@_state_dir_option
+def stop(state_dir: Path) -> None:
+    """Stop the engine started by `engine start`."""
+    stopped = stop_engine(EngineConfig(state_dir=state_dir))
+    click.echo("engine stopped" if stopped else "no engine was running")
+
+
+@engine.command("status")
+@_state_dir_option
+def status(state_dir: Path) -> None:
+    """Say whether the engine runs, where, and whether it answers."""
+    config = EngineConfig(state_dir=state_dir)
+    pid, info = read_pid(config), read_info(config)
+    if pid is None or info is None:
+        click.echo("engine: not running")
+        raise SystemExit(1)
+    health = "healthy" if is_healthy(info.url) else "not answering"
+    click.echo(f"engine: running, pid {pid}, {info.url}, {health}, serving {info.served_model}")

@@ -1,0 +1,247 @@
+"""HTTP plumbing shared by the engine drivers: one pooled client, live streams, SSE, metrics.
+
+The per-chunk path matters: the gateway must keep at least 0.95 times the engine's throughput, which
+leaves about 50 µs of CPU per streamed chunk (shared/cpu-engine-notes.md). So SSE is split
+on raw bytes, never decoded to `str` line by line, and JSON goes through msgspec.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import msgspec
+from loraplex.serving.engines.openai_wire import ModelCard, decode_models
+from loraplex.serving.engines.protocol import (
+    ABORTED,
+    EngineDied,
+    EngineError,
+    EngineHealth,
+    EngineRejected,
+    EngineUnavailable,
+    GenerateChunk,
+)
+from prometheus_client.parser import text_string_to_metric_families
+
+JSON_HEADERS = {"content-type": "application/json"}
+DONE = b"[DONE]"
+# Reading a stream can fail in these ways when the engine dies or `abort` closes it.
+STREAM_BROKEN = (httpx.HTTPError, httpx.StreamError)
+
+encode_json = msgspec.json.Encoder().encode
+
+
+@dataclass(frozen=True, slots=True)
+class DriverTimeouts:
+    """Seconds a driver waits, per kind of call."""
+
+    connect: float = 5.0
+    # Between two chunks of a stream. A backstop only: the gateway enforces its own queue,
+    # TTFT and idle timeouts, which are shorter.
+    read: float = 300.0
+    control: float = 120.0  # load/unload: SGLang's unload waits for in-flight requests
+    probe: float = 5.0  # health, models, metrics
+
+
+def make_client(url: str, timeouts: DriverTimeouts, max_streams: int = 256) -> httpx.AsyncClient:
+    """One pooled client per engine, sized for many concurrent streams."""
+    return httpx.AsyncClient(
+        base_url=url,
+        timeout=httpx.Timeout(timeouts.read, connect=timeouts.connect, pool=timeouts.connect),
+        limits=httpx.Limits(max_connections=max_streams, max_keepalive_connections=64),
+    )
+
+
+async def iter_sse_data(response: httpx.Response) -> AsyncIterator[bytes]:
+    """The payloads of the `data:` lines of an SSE body, as bytes, `[DONE]` included.
+
+    Engines put one JSON document on one `data:` line, so multi-line data fields (legal
+    SSE, unused by vLLM and SGLang) are not joined.
+    """
+    pending = b""
+    async for block in response.aiter_bytes():
+        *lines, pending = (pending + block).split(b"\n")
+        for line in lines:
+            if line.startswith(b"data:"):
+                yield line[5:].strip()
+    if pending.startswith(b"data:"):
+        yield pending[5:].strip()
+
+
+def sum_samples(text: str) -> dict[str, float]:
+    """Prometheus text exposition → {sample name: value summed over label sets}."""
+    totals: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name.endswith(("_bucket", "_created")):
+                continue
+            totals[sample.name] = totals.get(sample.name, 0.0) + float(sample.value)
+    return totals
+
+
+class HttpDriver:
+    """Base of the HTTP engine drivers: the client, the rid → open stream map, probes."""
+
+    kind = ""
+    health_path = "/health"
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        base_model: str | None = None,
+        client: httpx.AsyncClient | None = None,
+        timeouts: DriverTimeouts | None = None,
+    ) -> None:
+        self.url = url.rstrip("/")
+        self._base_model = base_model
+        self.timeouts = timeouts or DriverTimeouts()
+        self._client = client or make_client(self.url, self.timeouts)
+        self._streams: dict[str, httpx.Response] = {}
+        self._aborted: set[str] = set()
+
+    async def aclose(self) -> None:
+        """Close the driver's HTTP client."""
+        await self._client.aclose()
+
+    async def health(self) -> EngineHealth:
+        """Probe the engine's health route; an unreachable engine is unhealthy, not an error."""
+        started = time.perf_counter()
+        try:
+            response = await self._client.get(self.health_path, timeout=self.timeouts.probe)
+        except httpx.HTTPError as exc:
+            return EngineHealth(False, time.perf_counter() - started, f"unreachable: {exc!r}")
+        elapsed = time.perf_counter() - started
+        if response.status_code == 200:
+            return EngineHealth(True, elapsed)
+        return EngineHealth(False, elapsed, f"HTTP {response.status_code}")
+
+    async def models(self) -> list[ModelCard]:
+        """The engine's model cards: the served base model and every loaded adapter."""
+        response = await self._call("GET", "/v1/models", limit_s=self.timeouts.probe)
+        self._raise_for_error(response)
+        return decode_models(response.content).data
+
+    async def base_model(self) -> str:
+        """The served name of the base model, asked of the engine once."""
+        if self._base_model is None:
+            bases = [card.id for card in await self.models() if card.parent is None]
+            if not bases:
+                raise EngineRejected("the engine lists no base model", engine_status=500)
+            self._base_model = bases[0]
+        return self._base_model
+
+    async def list_loaded(self) -> set[str]:
+        """Engine-side names of the adapters the engine holds now (cards with a parent)."""
+        return {card.id for card in await self.models() if card.parent is not None}
+
+    async def metrics(self) -> dict[str, float]:
+        """The engine's Prometheus samples, summed over labels, by metric name."""
+        response = await self._call("GET", "/metrics", limit_s=self.timeouts.probe)
+        self._raise_for_error(response)
+        return sum_samples(response.text)
+
+    async def _call(
+        self, method: str, path: str, body: Any = None, *, limit_s: float | None = None
+    ) -> httpx.Response:
+        """One non-streaming call; an unreachable engine becomes `EngineUnavailable`."""
+        content = None if body is None else encode_json(body)
+        try:
+            return await self._client.request(
+                method,
+                path,
+                content=content,
+                headers=JSON_HEADERS if content is not None else None,
+                timeout=limit_s or self.timeouts.control,
+            )
+        except httpx.HTTPError as exc:
+            raise EngineUnavailable(f"{self.kind} engine at {self.url}: {exc!r}") from exc
+
+    def _raise_for_error(self, response: httpx.Response) -> None:
+        """Raise the named error for a failed control call."""
+        if response.status_code >= 400:
+            raise self._error_for(response.status_code, response.content, None)
+
+    def _error_for(self, status: int, body: bytes, adapter: str | None) -> EngineError:
+        """The named error for an engine's error response; drivers refine it."""
+        raise NotImplementedError
+
+    @contextlib.asynccontextmanager
+    async def _open_stream(
+        self, rid: str, path: str, body: Any, adapter: str | None
+    ) -> AsyncIterator[httpx.Response]:
+        """Send a generation, register its response under `rid` so `abort` can reach it."""
+        request = self._client.build_request(
+            "POST", path, content=encode_json(body), headers=JSON_HEADERS
+        )
+        try:
+            response = await self._client.send(request, stream=True)
+        except httpx.HTTPError as exc:
+            raise EngineUnavailable(f"{self.kind} engine at {self.url}: {exc!r}") from exc
+        try:
+            if response.status_code >= 400:
+                await response.aread()
+                raise self._error_for(response.status_code, response.content, adapter)
+            self._streams[rid] = response
+            yield response
+        finally:
+            self._streams.pop(rid, None)
+            self._aborted.discard(rid)
+            await response.aclose()
+
+    async def _close_stream(self, rid: str) -> None:
+        """Close `rid`'s response: its reader ends, and the engine sees a disconnect."""
+        response = self._streams.get(rid)
+        if response is not None:
+            self._aborted.add(rid)
+            await response.aclose()
+
+    def _was_aborted(self, rid: str) -> bool:
+        """Whether the stream `rid` ended because `abort(rid)` closed it."""
+        return rid in self._aborted
+
+    async def _read_stream(
+        self, rid: str, response: httpx.Response, parse: Callable[[bytes], GenerateChunk | None]
+    ) -> AsyncIterator[GenerateChunk]:
+        """Relay an SSE generation: chunks until `[DONE]`; a cut before the finish is a death.
+
+        A stream closed by `abort(rid)` ends with one `finish_reason="abort"` chunk instead.
+        """
+        finished = False
+        try:
+            async for data in iter_sse_data(response):
+                if data == DONE:
+                    break
+                chunk = parse(data)
+                if chunk is not None:
+                    finished = finished or chunk.finish_reason is not None
+                    yield chunk
+        except STREAM_BROKEN as exc:
+            if not self._was_aborted(rid):
+                message = f"{self.kind} engine at {self.url} dropped {rid}: {exc!r}"
+                raise EngineDied(message) from exc
+        except msgspec.DecodeError as exc:
+            raise EngineDied(f"{self.kind} engine sent an unreadable chunk: {exc}") from exc
+        if finished:
+            return
+        if self._was_aborted(rid):
+            yield GenerateChunk(finish_reason=ABORTED)
+            return
+        raise EngineDied(f"{self.kind} engine at {self.url} ended {rid} before it finished")
+
+
+def error_message(body: bytes) -> str:
+    """The engine's message out of an error body: `{"error": {"message"}}`, `{"message"}`
+    (both engines use both), or the raw body when it is not JSON."""
+    message = None
+    with contextlib.suppress(msgspec.DecodeError):
+        document = msgspec.json.decode(body)
+        inner = document.get("error", document) if isinstance(document, dict) else document
+        message = inner.get("message") if isinstance(inner, dict) else inner
+    if isinstance(message, str) and message:
+        return message
+    return body.decode("utf-8", "replace").strip() or "(empty response)"

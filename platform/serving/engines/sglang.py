@@ -1,0 +1,259 @@
+"""Driver for an SGLang server (0.5.23), the production engine; GPU machines only.
+
+Every request and response shape here is taken from shared/sglang-lora-reference.md and
+pinned by tests/unit/engines/test_sglang_contract.py. The quirks it guards against:
+
+- On the OpenAI routes a bare adapter name as `model` silently runs the *base* model
+  (§3.2), so chat requests always say `"<base>:<adapter>"`, and `lora_path` as well.
+- `/generate` streams *cumulative* text (§5); the driver turns it into deltas.
+- A streamed `/generate` error arrives as an SSE event after HTTP 200 (§3.3).
+- `/abort_request` matches rids by prefix (§5): callers must use rids that are not prefixes
+  of one another (fixed-length random ids are).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+import msgspec
+from loraplex.serving.engines.http_driver import (
+    STREAM_BROKEN,
+    DriverTimeouts,
+    HttpDriver,
+    error_message,
+)
+from loraplex.serving.engines.openai_wire import CHAT_PATH, openai_body, parse_event
+from loraplex.serving.engines.protocol import (
+    ABORTED,
+    AdapterNotLoaded,
+    EngineDied,
+    EngineError,
+    EngineRejected,
+    GenerateChunk,
+    GenerateRequest,
+)
+
+GENERATE_PATH = "/generate"
+# §3.3: the message for a name the server never loaded (a previously loaded one is reloaded).
+NEVER_LOADED = "has never been loaded"
+# §2.2: the message for unloading a name that is not loaded.
+DOES_NOT_EXIST = "does not exist"
+
+
+class LoRAUpdateOutput(msgspec.Struct):
+    """The reply to `/load_lora_adapter` and `/unload_lora_adapter` (§2.1), 200 or 400."""
+
+    success: bool = False
+    error_message: str | None = None
+    loaded_adapters: dict[str, str] = {}
+
+
+class _FinishReason(msgspec.Struct):
+    type: str = "stop"
+
+
+class _MetaInfo(msgspec.Struct):
+    finish_reason: _FinishReason | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+
+
+class _GenerateError(msgspec.Struct):
+    message: str = ""
+    code: int | None = None
+
+
+class GenerateOutput(msgspec.Struct):
+    """One `/generate` result or stream event (§5), or the error sent in its place (§3.3)."""
+
+    text: str = ""
+    meta_info: _MetaInfo | None = None
+    error: _GenerateError | None = None
+
+
+decode_update = msgspec.json.Decoder(LoRAUpdateOutput).decode
+decode_output = msgspec.json.Decoder(GenerateOutput).decode
+
+
+def sglang_model(base: str, adapter: str | None) -> str:
+    """The OpenAI `model` that selects `adapter` on SGLang: `"<base>:<adapter>"`, never bare."""
+    if adapter is None:
+        return base
+    if not adapter:
+        raise ValueError("an empty adapter name would run the base model")
+    return f"{base}:{adapter}"
+
+
+def sampling_params(request: GenerateRequest) -> dict[str, Any]:
+    """`/generate`'s `sampling_params` for `request`; unset values keep the engine default."""
+    params: dict[str, Any] = {}
+    if request.max_tokens is not None:
+        params["max_new_tokens"] = request.max_tokens
+    for key in ("temperature", "top_p", "stop"):
+        value = getattr(request, key)
+        if value is not None:
+            params[key] = value
+    if request.seed is not None:
+        # Not in the reference doc: SGLang's SamplingParams names the per-request seed so.
+        params["sampling_seed"] = request.seed
+    return params
+
+
+def generate_body(request: GenerateRequest) -> dict[str, Any]:
+    """The `/generate` body for a completion request (§3.1, §5)."""
+    body: dict[str, Any] = {
+        "rid": request.rid,
+        "text": request.prompt,
+        "sampling_params": sampling_params(request),
+        "stream": request.stream,
+    }
+    if request.adapter is not None:
+        body["lora_path"] = request.adapter  # an adapter *name*, despite the field's name
+    return body
+
+
+def chat_body(request: GenerateRequest, base: str) -> dict[str, Any]:
+    """The `/v1/chat/completions` body: the adapter in `model` and `lora_path`, our `rid`."""
+    body = openai_body(request, sglang_model(base, request.adapter))
+    if request.adapter is not None:
+        body["lora_path"] = request.adapter  # same choice as `model`, in case parsing changes
+    body["rid"] = request.rid
+    return body
+
+
+def output_chunk(output: GenerateOutput, seen: int, adapter: str | None) -> GenerateChunk:
+    """The protocol chunk for a `/generate` output, whose text so far is `seen` long."""
+    if output.error is not None:
+        raise _rejection(output.error.message, output.error.code or 400, adapter)
+    meta = output.meta_info or _MetaInfo()
+    finish = meta.finish_reason.type if meta.finish_reason else None
+    return GenerateChunk(output.text[seen:], finish, meta.prompt_tokens, meta.completion_tokens)
+
+
+def _rejection(message: str, status: int, adapter: str | None) -> EngineError:
+    """A never-loaded adapter is `AdapterNotLoaded`; any other refusal is `EngineRejected`."""
+    if adapter is not None and NEVER_LOADED in message:
+        return AdapterNotLoaded(adapter, message)
+    return EngineRejected(message, engine_status=status)
+
+
+class SglangDriver(HttpDriver):
+    """An `EngineDriver` for one SGLang server."""
+
+    kind = "sglang"
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        base_model: str | None = None,
+        api_key: str | None = None,
+        client: httpx.AsyncClient | None = None,
+        timeouts: DriverTimeouts | None = None,
+    ) -> None:
+        super().__init__(url, base_model=base_model, client=client, timeouts=timeouts)
+        if api_key:  # §2.5: load/unload/abort want the (admin) key as a bearer token
+            self._client.headers["authorization"] = f"Bearer {api_key}"
+
+    async def load(self, name: str, path: Path, pinned: bool = False) -> None:
+        """Load adapter `name` from `path`, pinned to a GPU slot when `pinned`."""
+        body = {"lora_name": name, "lora_path": str(path), "pinned": pinned}
+        reply = await self._update("/load_lora_adapter", body)
+        # A duplicate name fails, but names are unique per version: the same name at the same
+        # path is this adapter. (§2.1 also has a failure that registers it anyway.)
+        if not reply.success and reply.loaded_adapters.get(name) != str(path):
+            raise EngineRejected(reply.error_message or "load failed", engine_status=400)
+
+    async def unload(self, name: str) -> None:
+        """Unload `name`; waits for its in-flight requests (§2.2). Unknown names are a no-op."""
+        reply = await self._update("/unload_lora_adapter", {"lora_name": name})
+        message = reply.error_message or "unload failed"
+        if not reply.success and not (
+            name not in reply.loaded_adapters and DOES_NOT_EXIST in message
+        ):
+            raise EngineRejected(message, engine_status=400)
+
+    async def _update(self, path: str, body: dict[str, Any]) -> LoRAUpdateOutput:
+        """POST a load/unload; 200 and 400 both carry a `LoRAUpdateOutput`."""
+        response = await self._call("POST", path, body)
+        status = response.status_code
+        if status in (200, 400):
+            # A 500 (e.g. the dp_size assertion, §2.1) has no LoRAUpdateOutput body.
+            with contextlib.suppress(msgspec.DecodeError):
+                return decode_update(response.content)
+        raise EngineRejected(error_message(response.content), engine_status=status)
+
+    async def generate(self, request: GenerateRequest) -> AsyncIterator[GenerateChunk]:
+        """Chat goes to the OpenAI route, completions to native `/generate`."""
+        if request.is_chat:
+            body, path = chat_body(request, await self.base_model()), CHAT_PATH
+        else:
+            body, path = generate_body(request), GENERATE_PATH
+        async with self._open_stream(request.rid, path, body, request.adapter) as response:
+            if not request.stream:
+                yield await self._read_whole(request, response)
+                return
+            parse = self._chat_parser(request) if request.is_chat else _CumulativeText(request)
+            async for chunk in self._read_stream(request.rid, response, parse):
+                yield chunk
+
+    def _chat_parser(self, request: GenerateRequest) -> Callable[[bytes], GenerateChunk | None]:
+        """OpenAI chunk parsing, with SGLang's never-loaded message mapped to its error."""
+
+        def parse(data: bytes) -> GenerateChunk | None:
+            try:
+                return parse_event(data)
+            except EngineRejected as exc:
+                raise _rejection(exc.detail, exc.engine_status, request.adapter) from None
+
+        return parse
+
+    async def _read_whole(
+        self, request: GenerateRequest, response: httpx.Response
+    ) -> GenerateChunk:
+        """The single chunk of a non-streamed generation."""
+        try:
+            content = await response.aread()
+        except STREAM_BROKEN as exc:
+            if self._was_aborted(request.rid):
+                return GenerateChunk(finish_reason=ABORTED)
+            raise EngineDied(f"sglang engine dropped {request.rid}: {exc!r}") from exc
+        if request.is_chat:
+            chunk = self._chat_parser(request)(content)
+            return chunk or GenerateChunk(finish_reason="stop")
+        return output_chunk(decode_output(content), 0, request.adapter)
+
+    async def abort(self, rid: str) -> None:
+        """Ask the server to abort `rid` (§5), then close our end of its stream.
+
+        Closing as well matters: aborting LoRA requests has left their HTTP responses
+        hanging for minutes (sglang#29179).
+        """
+        response = await self._call("POST", "/abort_request", {"rid": rid, "abort_all": False})
+        self._raise_for_error(response)
+        await self._close_stream(rid)
+
+    def _error_for(self, status: int, body: bytes, adapter: str | None) -> EngineError:
+        """Errors before the stream starts: HTTP 400 with the engine's message (§3.3)."""
+        return _rejection(error_message(body), status, adapter)
+
+
+class _CumulativeText:
+    """Parses one `/generate` stream, turning its cumulative `text` into deltas."""
+
+    def __init__(self, request: GenerateRequest) -> None:
+        self._adapter = request.adapter
+        self._seen = 0
+
+    def __call__(self, data: bytes) -> GenerateChunk | None:
+        """The delta since the previous event, or None when there is nothing new."""
+        output = decode_output(data)
+        chunk = output_chunk(output, self._seen, self._adapter)
+        self._seen = len(output.text)
+        if not chunk.text and chunk.finish_reason is None:
+            return None
+        return chunk

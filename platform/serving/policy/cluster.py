@@ -1,0 +1,101 @@
+"""Cluster-wide state: nodes, rank classes, adapter versions, where each one is, heat, pins."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from loraplex.serving.policy.eviction import EvictionPolicy
+from loraplex.serving.policy.model import (
+    AdapterVersion,
+    NodeId,
+    NodeSpec,
+    TenantId,
+    Tier,
+    VersionId,
+)
+from loraplex.serving.policy.node import NodeState
+
+PolicyMaker = Callable[[], EvictionPolicy]
+
+
+@dataclass(frozen=True, slots=True)
+class RankClass:
+    """Engines sharing one `max_lora_rank`; slots there are sized for it."""
+
+    max_lora_rank: int
+    node_ids: tuple[NodeId, ...]
+
+
+class ClusterState:
+    """Everything placement needs, indexed so a routing decision touches O(replicas) nodes."""
+
+    def __init__(
+        self,
+        specs: Iterable[NodeSpec],
+        make_policy: PolicyMaker,
+        weight: Callable[[TenantId], float],
+        max_wait_s: float,
+        heat_half_life_s: float,
+    ) -> None:
+        self.nodes: dict[NodeId, NodeState] = {
+            spec.node_id: NodeState(spec, make_policy(), make_policy(), weight, max_wait_s)
+            for spec in specs
+        }
+        by_rank: dict[int, list[NodeId]] = {}
+        for node in self.nodes.values():
+            by_rank.setdefault(node.spec.max_lora_rank, []).append(node.node_id)
+        self.classes = tuple(RankClass(rank, tuple(ids)) for rank, ids in sorted(by_rank.items()))
+        self.versions: dict[VersionId, AdapterVersion] = {}
+        self.locations: dict[VersionId, set[NodeId]] = {}  # nodes with any copy or load
+        self.pinned: set[VersionId] = set()
+        self._heat: dict[VersionId, tuple[float, float]] = {}
+        self._decay_per_s = math.log(2) / heat_half_life_s
+
+    def add_version(self, version: AdapterVersion) -> None:
+        """Register a version placement may be asked about."""
+        self.versions[version.version_id] = version
+
+    def bump_heat(self, version: VersionId, now: float) -> float:
+        """Count one request in the exponentially decayed heat; returns the new heat."""
+        heat = self.heat(version, now) + 1.0
+        self._heat[version] = (heat, now)
+        return heat
+
+    def heat(self, version: VersionId, now: float) -> float:
+        """Requests per half-life, decayed to `now`."""
+        value, at = self._heat.get(version, (0.0, now))
+        if now <= at:
+            return value
+        return value * math.exp(-(now - at) * self._decay_per_s)
+
+    def note_location(self, node: NodeState, version: VersionId) -> None:
+        """Refresh the index after `version` entered or left a tier of `node`."""
+        present = version in node.disk or version in node.host or version in node.pending
+        holders = self.locations.get(version)
+        if present:
+            if holders is None:
+                holders = self.locations[version] = set()
+            holders.add(node.node_id)
+        elif holders is not None:
+            holders.discard(node.node_id)
+            if not holders:
+                del self.locations[version]
+
+    def holders(self, version: VersionId) -> Iterable[NodeState]:
+        """Nodes where the version is on disk, loaded, active or on its way."""
+        return (self.nodes[node_id] for node_id in self.locations.get(version, ()))
+
+    def placement_map(self) -> dict[VersionId, dict[NodeId, str]]:
+        """Each version's tier per node, for the API's cluster view."""
+        return {
+            version: {node.node_id: node.tier_of(version).name.lower() for node in nodes}
+            for version, nodes in ((v, list(self.holders(v))) for v in self.locations)
+        }
+
+    def resident_counts(self) -> dict[Tier, int]:
+        """Adapters in GPU slots and in host memory, summed over nodes."""
+        active = sum(node.gpu.num_occupied() for node in self.nodes.values())
+        loaded = sum(len(node.host) for node in self.nodes.values())
+        return {Tier.ACTIVE: active, Tier.LOADED: loaded}

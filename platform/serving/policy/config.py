@@ -1,0 +1,36 @@
+"""Settings of the policy core; plain values so the gateway and the simulator share them."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from loraplex.serving.policy.eviction import DEFAULT_EVICTION
+from loraplex.serving.policy.model import TenantId
+
+
+@dataclass(frozen=True, slots=True)
+class TenantPlan:
+    """What a tenant's plan says about serving."""
+
+    weight: float = 1.0  # fair-share weight in dispatch
+    cold_loads_per_minute: float | None = None  # None: unlimited
+    max_pins: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyConfig:
+    """How the core decides; `eviction` names a policy in EVICTION_POLICIES."""
+
+    eviction: str = DEFAULT_EVICTION
+    rank_aware: bool = True
+    max_replicas: int = 2
+    max_wait_s: float = 10.0
+    heat_half_life_s: float = 600.0
+    cold_load_burst: int = 5
+    default_plan: TenantPlan = TenantPlan(cold_loads_per_minute=60.0)
+    plans: Mapping[TenantId, TenantPlan] = field(default_factory=dict)
+
+    def plan(self, tenant: TenantId) -> TenantPlan:
+        """The tenant's plan, or the default."""
+        return self.plans.get(tenant, self.default_plan)

@@ -1,0 +1,195 @@
+"""The policy core: route, load, dispatch and reconcile decisions over one ClusterState."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from loraplex.serving.policy.actions import Action, Deferred, Dispatch, EvictReason, Routed
+from loraplex.serving.policy.budget import ColdLoadBudget
+from loraplex.serving.policy.cluster import ClusterState
+from loraplex.serving.policy.config import PolicyConfig
+from loraplex.serving.policy.eviction import NextUse, make_eviction_policy
+from loraplex.serving.policy.loads import Loader
+from loraplex.serving.policy.model import (
+    AdapterVersion,
+    NodeId,
+    NodeSpec,
+    Request,
+    Tier,
+    TierCosts,
+    VersionId,
+)
+from loraplex.serving.policy.placement import PlacementRules, Placer
+
+
+class PolicyCore:
+    """Pure decisions: callers pass `now`, apply the returned actions, report what happened.
+
+    Over its cold-load budget, a tenant's request is served where its adapter is already
+    loaded, even on a busier node; if it is loaded nowhere the request is deferred until the
+    tenant's bucket refills. Deferring (not rejecting, not evicting others) keeps the
+    noisy tenant's cost on that tenant: its own requests wait, everyone else's cache stays.
+    """
+
+    def __init__(
+        self,
+        nodes: Iterable[NodeSpec],
+        versions: Iterable[AdapterVersion],
+        costs: TierCosts,
+        config: PolicyConfig | None = None,
+        next_use: NextUse | None = None,
+    ) -> None:
+        self.config = config = config or PolicyConfig()
+        self.cluster = ClusterState(
+            nodes,
+            lambda: make_eviction_policy(config.eviction, next_use),
+            lambda tenant: config.plan(tenant).weight,
+            config.max_wait_s,
+            config.heat_half_life_s,
+        )
+        for version in versions:
+            self.cluster.add_version(version)
+        self.placer = Placer(self.cluster, PlacementRules(config.rank_aware, config.max_replicas))
+        self.loader = Loader(self.cluster, costs)
+        self.budget = ColdLoadBudget(
+            lambda tenant: config.plan(tenant).cold_loads_per_minute, config.cold_load_burst
+        )
+
+    def route(self, request: Request, now: float) -> Routed | Deferred:
+        """Send a request to a node, starting whatever loads it needs there."""
+        version = self.cluster.versions[request.version_id]
+        self.cluster.bump_heat(version.version_id, now)
+        node, reach = self.placer.choose(version)
+        if reach < Tier.LOADED:
+            retry_at = self.budget.try_take(request.tenant_id, now)
+            if retry_at is not None:
+                resident = self.placer.best_resident(version.version_id)
+                if resident is None:
+                    return Deferred(retry_at)
+                node, reach = resident, resident.reach(version.version_id)
+        found = node.tier_of(version.version_id)
+        node.admit(request)
+        if reach >= Tier.LOADED and version.version_id not in node.pending:
+            node.queue.push(request, now)
+            node.queue.set_active(version.version_id, node.gpu.is_active(version.version_id))
+            return Routed(node.node_id, found, ())
+        node.waiting.setdefault(version.version_id, []).append(request)
+        actions = self.loader.ensure_loading(node, version.version_id, now)
+        return Routed(node.node_id, found, tuple(actions))
+
+    def load_finished(
+        self, node_id: NodeId, version: VersionId, tier: Tier, now: float
+    ) -> list[Action]:
+        """A load reported done: release waiting requests or start the next hop."""
+        node = self.cluster.nodes[node_id]
+        node.pending.pop(version, None)
+        if tier is Tier.DISK:
+            if version in node.waiting or version in node.want_loaded:
+                return self.loader.start(node, version, Tier.LOADED, now)
+            return []
+        node.want_loaded.discard(version)
+        for request in node.waiting.pop(version, ()):
+            node.queue.push(request, now)
+        node.queue.set_active(version, node.gpu.is_active(version))
+        return []
+
+    def load_failed(self, node_id: NodeId, version: VersionId, tier: Tier) -> list[Request]:
+        """A load failed: undo its reservation; the waiting requests go back to the caller."""
+        node = self.cluster.nodes[node_id]
+        node.pending.pop(version, None)
+        (node.host if tier is Tier.LOADED else node.disk).remove(version)
+        self.cluster.note_location(node, version)
+        node.want_loaded.discard(version)
+        failed = node.waiting.pop(version, [])
+        for request in failed:
+            node.withdraw(request)
+        return failed
+
+    def dispatch(self, node_id: NodeId, now: float) -> list[Dispatch]:
+        """Release queued requests while the engine has room, in dispatch order."""
+        node = self.cluster.nodes[node_id]
+        released: list[Dispatch] = []
+        while node.running < node.spec.max_running and node.queue.size:
+            version = node.queue.peek_choice(now, node.gpu.has_free_slot())
+            if version is None:
+                break
+            grant = node.gpu.acquire(version)
+            if grant is None:
+                break
+            request = node.queue.pop(version)
+            if grant.displaced is not None:
+                node.queue.set_active(grant.displaced, False)
+            if grant.swapped_in:
+                node.queue.set_active(version, True)
+            node.running += 1
+            node.host.touch(version, self.loader.value(node, version, Tier.LOADED, now))
+            released.append(
+                Dispatch(node_id, request, grant.slot, grant.swapped_in, grant.displaced)
+            )
+        return released
+
+    def request_finished(self, node_id: NodeId, request: Request, now: float) -> list[Action]:
+        """A released request finished; room it freed may unblock loads."""
+        node = self.cluster.nodes[node_id]
+        node.finish(request)
+        if node.blocked:
+            return self.loader.retry_blocked(node, now)
+        return []
+
+    def reconcile(self, node_id: NodeId, reported: set[VersionId], now: float) -> list[Action]:
+        """Align host memory with what the engine says it has loaded.
+
+        The engine may have dropped adapters (restart, SGLang's own LRU, §4.4) or loaded
+        some by itself (SGLang re-loads a previously seen name on request, §3.3). Dropped
+        ones come back as RECONCILE evictions (already done; for logs and metrics) and
+        their queued requests wait for a reload; adopted ones may evict by policy.
+        """
+        node = self.cluster.nodes[node_id]
+        actions: list[Action] = []
+        for version in [v for v in node.host if v not in reported and v not in node.pending]:
+            node.host.remove(version)
+            actions.append(self.loader.evicted(node, version, Tier.LOADED, EvictReason.RECONCILE))
+            requeued = node.queue.remove_version(version)
+            if requeued:
+                node.waiting.setdefault(version, []).extend(requeued)
+                actions.extend(self.loader.ensure_loading(node, version, now))
+        pinned = self.cluster.pinned
+        for version in sorted(reported):
+            if version in node.host or version not in self.cluster.versions:
+                continue
+            victims, fits = node.host.make_room(1, lambda v: node.host_evictable(v, pinned))
+            actions.extend(
+                self.loader.evicted(node, v, Tier.LOADED, EvictReason.CAPACITY) for v in victims
+            )
+            if fits:
+                node.host.insert(version, 1, self.loader.value(node, version, Tier.LOADED, now))
+                self.cluster.note_location(node, version)
+        return actions
+
+    def promote(self, old: VersionId, new: VersionId, now: float) -> list[Action]:
+        """Prefetch a newly promoted alias or canary version where the old one is loaded."""
+        spec = self.cluster.versions[new]
+        actions: list[Action] = []
+        for node in list(self.cluster.holders(old)):
+            if node.reach(old) < Tier.LOADED or not node.spec.fits(spec.rank):
+                continue
+            if node.reach(new) >= Tier.LOADED:
+                continue
+            node.want_loaded.add(new)
+            actions.extend(self.loader.ensure_loading(node, new, now))
+        return actions
+
+    def pin(self, version: VersionId) -> bool:
+        """Pin a version (never evicted) if its tenant's plan allows another pin."""
+        tenant = self.cluster.versions[version].tenant_id
+        used = sum(1 for v in self.cluster.pinned if self.cluster.versions[v].tenant_id == tenant)
+        if version in self.cluster.pinned:
+            return True
+        if used >= self.config.plan(tenant).max_pins:
+            return False
+        self.cluster.pinned.add(version)
+        return True
+
+    def unpin(self, version: VersionId) -> None:
+        """Let a version be evicted again."""
+        self.cluster.pinned.discard(version)

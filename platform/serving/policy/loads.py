@@ -1,0 +1,86 @@
+"""Starting loads: making room in a tier by the eviction policy, then reserving it."""
+
+from __future__ import annotations
+
+from loraplex.serving.policy.actions import Action, Evict, EvictReason, Load
+from loraplex.serving.policy.cluster import ClusterState
+from loraplex.serving.policy.model import Tier, TierCosts, VersionId
+from loraplex.serving.policy.node import NodeState
+
+BYTES_PER_MB = 1_000_000
+
+
+class Loader:
+    """Plans loads into `disk` and `loaded`; values entries for cost-aware eviction."""
+
+    def __init__(self, cluster: ClusterState, costs: TierCosts) -> None:
+        self.cluster = cluster
+        self.costs = costs
+
+    def value(self, node: NodeState, version: VersionId, tier: Tier, now: float) -> float:
+        """Heat x reload cost / size: what keeping this entry saves per unit of capacity.
+
+        Host entries are one slot each; their reload cost includes the object-store fetch
+        when the disk copy is gone, so an adapter only in memory is worth more there.
+        """
+        spec = self.cluster.versions[version]
+        heat = self.cluster.heat(version, now)
+        if tier is Tier.LOADED:
+            below = Tier.DISK if version in node.disk else Tier.COLD
+            return heat * self.costs.reload_seconds(spec.size_bytes, Tier.LOADED, below)
+        cost = self.costs.reload_seconds(spec.size_bytes, Tier.DISK, Tier.COLD)
+        return heat * cost / max(spec.size_bytes / BYTES_PER_MB, 1e-6)
+
+    def ensure_loading(self, node: NodeState, version: VersionId, now: float) -> list[Action]:
+        """Start the next load that brings `version` towards host memory on `node`."""
+        if version in node.pending or version in node.host:
+            return []
+        if version in node.disk:
+            return self.start(node, version, Tier.LOADED, now)
+        return self.start(node, version, Tier.DISK, now)
+
+    def start(self, node: NodeState, version: VersionId, tier: Tier, now: float) -> list[Action]:
+        """Make room and reserve it; a host load that cannot find room waits in `blocked`."""
+        cache = node.host if tier is Tier.LOADED else node.disk
+        spec = self.cluster.versions[version]
+        size = 1 if tier is Tier.LOADED else spec.size_bytes
+        pinned = self.cluster.pinned
+        if tier is Tier.LOADED:
+            victims, fits = cache.make_room(size, lambda v: node.host_evictable(v, pinned))
+        else:
+            victims, fits = cache.make_room(size, lambda v: node.disk_evictable(v, pinned))
+        actions: list[Action] = [self.evicted(node, v, tier, EvictReason.CAPACITY) for v in victims]
+        if not fits:
+            if tier is Tier.LOADED and version not in node.blocked:
+                node.blocked.append(version)
+            return actions
+        cache.insert(version, size, self.value(node, version, tier, now))
+        node.pending[version] = tier
+        self.cluster.note_location(node, version)
+        actions.append(
+            Load(node.node_id, version, tier, spec.size_bytes, version in node.want_loaded)
+        )
+        return actions
+
+    def evicted(
+        self, node: NodeState, version: VersionId, tier: Tier, reason: EvictReason
+    ) -> Evict:
+        """Finish an eviction the cache already made: GPU slot, index, the decision."""
+        if tier is Tier.LOADED and node.gpu.drop(version):
+            node.queue.set_active(version, False)
+        self.cluster.note_location(node, version)
+        return Evict(node.node_id, version, tier, reason)
+
+    def retry_blocked(self, node: NodeState, now: float) -> list[Action]:
+        """Retry host loads that found no room, oldest first, until one still does not fit."""
+        actions: list[Action] = []
+        while node.blocked:
+            version = node.blocked.popleft()
+            if version not in node.waiting and version not in node.want_loaded:
+                continue  # nobody needs it any more
+            started = self.start(node, version, Tier.LOADED, now)
+            actions.extend(started)
+            if version in node.blocked:
+                node.blocked.rotate(1)  # back to the front: keep the order
+                break
+        return actions

@@ -1,0 +1,100 @@
+"""The policy's view of one engine node: its tiers, GPU slots and queue."""
+
+from __future__ import annotations
+
+from collections import deque
+
+from loraplex.serving.policy.cache import TierCache
+from loraplex.serving.policy.dispatch import DispatchQueue, Weight
+from loraplex.serving.policy.eviction import EvictionPolicy
+from loraplex.serving.policy.model import NodeSpec, Request, Tier, VersionId
+from loraplex.serving.policy.slots import GpuSlots
+
+
+class NodeState:
+    """Tiers, slots, in-flight counts and pending loads of one engine node.
+
+    A load reserves its space when it starts (the entry is in the cache but also in
+    `pending`), so capacity holds even while loads are in progress.
+    """
+
+    def __init__(
+        self,
+        spec: NodeSpec,
+        host_policy: EvictionPolicy,
+        disk_policy: EvictionPolicy,
+        weight: Weight,
+        max_wait_s: float,
+    ) -> None:
+        self.spec = spec
+        self.node_id = spec.node_id
+        self.disk = TierCache(Tier.DISK, spec.disk_budget_bytes, disk_policy)
+        self.host = TierCache(Tier.LOADED, spec.host_slots, host_policy)
+        self.gpu = GpuSlots(spec.gpu_slots)
+        self.queue = DispatchQueue(weight, max_wait_s)
+        self.running = 0
+        self._load = 0
+        self.inflight: dict[VersionId, int] = {}  # routed here and not finished
+        self.pending: dict[VersionId, Tier] = {}  # load in progress, to this tier
+        self.waiting: dict[VersionId, list[Request]] = {}  # for their host load
+        self.want_loaded: set[VersionId] = set()  # prefetches that continue past disk
+        self.blocked: deque[VersionId] = deque()  # host loads waiting for room
+
+    @property
+    def load(self) -> int:
+        """Requests routed here and not finished: running, queued or waiting for a load."""
+        return self._load
+
+    def tier_of(self, version: VersionId) -> Tier:
+        """The highest tier the version has fully reached here."""
+        pending = self.pending.get(version)
+        if self.gpu.is_active(version):
+            return Tier.ACTIVE
+        if version in self.host and pending is not Tier.LOADED:
+            return Tier.LOADED
+        if version in self.disk and pending is not Tier.DISK:
+            return Tier.DISK
+        return Tier.COLD
+
+    def reach(self, version: VersionId) -> Tier:
+        """The tier the version has here or is being loaded into."""
+        return max(self.tier_of(version), self.pending.get(version, Tier.COLD))
+
+    def is_overloaded(self) -> bool:
+        """More routed here than the engine runs at once."""
+        return self._load >= self.spec.max_running
+
+    def admit(self, request: Request) -> None:
+        """A request was routed here; it protects its adapter until it finishes."""
+        version = request.version_id
+        self.inflight[version] = self.inflight.get(version, 0) + 1
+        self._load += 1
+
+    def finish(self, request: Request) -> None:
+        """A request released earlier finished (or failed) on the engine."""
+        version = request.version_id
+        self.running -= 1
+        self.gpu.release(version)
+        self._unref(version)
+
+    def withdraw(self, request: Request) -> None:
+        """A request that never ran leaves the node (rerouted or failed)."""
+        self._unref(request.version_id)
+
+    def host_evictable(self, version: VersionId, pinned: set[VersionId]) -> bool:
+        """In-flight, pinned and still-loading entries stay."""
+        return (
+            version not in pinned and version not in self.inflight and version not in self.pending
+        )
+
+    def disk_evictable(self, version: VersionId, pinned: set[VersionId]) -> bool:
+        """A disk copy stays while it is pinned, arriving, or feeding a host load."""
+        return version not in pinned and version not in self.pending
+
+    def _unref(self, version: VersionId) -> None:
+        left = self.inflight[version] - 1
+        if left:
+            self.inflight[version] = left
+        else:
+            del self.inflight[version]
+        self._load -= 1

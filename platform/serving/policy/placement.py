@@ -1,0 +1,86 @@
+"""Rank-aware placement: which node serves a request for an adapter version."""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass
+
+from loraplex.serving.policy.cluster import ClusterState
+from loraplex.serving.policy.model import AdapterVersion, NodeId, Tier, VersionId
+from loraplex.serving.policy.node import NodeState
+
+# Fresh placements look at this many hashed nodes per rank class rather than all of them:
+# the power of two choices balances load nearly as well as a full scan, stays O(1) per
+# request at 100+ engines, and hashing makes a returning adapter pick the same nodes, where
+# its disk copy probably still is.
+CHOICES_PER_CLASS = 2
+SCAN_CLASS_BELOW = 5  # small classes are cheap to scan in full
+
+
+@dataclass(frozen=True, slots=True)
+class PlacementRules:
+    """The knobs of placement."""
+
+    rank_aware: bool = True
+    max_replicas: int = 2
+
+
+class Placer:
+    """Chooses a node: fits the rank; then not overloaded; then the highest tier there;
+    then the smallest rank class; then the least load.
+
+    Tier comes before class for nodes that already hold the adapter: moving a resident
+    adapter to a smaller class costs loads it does not need. For fresh placements the
+    smallest class wins unless all its candidates are overloaded (then it spills up).
+    """
+
+    def __init__(self, cluster: ClusterState, rules: PlacementRules) -> None:
+        self.cluster = cluster
+        self.rules = rules
+        self._class_index = {
+            node_id: index
+            for index, rank_class in enumerate(cluster.classes)
+            for node_id in rank_class.node_ids
+        }
+        self._fresh: dict[VersionId, tuple[NodeId, ...]] = {}
+
+    def choose(self, version: AdapterVersion) -> tuple[NodeState, Tier]:
+        """The node to send a request to, and the tier the adapter has (or will have) there."""
+        holders = [n for n in self.cluster.holders(version.version_id) if n.spec.fits(version.rank)]
+        resident = sum(1 for n in holders if n.reach(version.version_id) >= Tier.LOADED)
+        candidates = holders
+        if resident < self.rules.max_replicas:
+            held = {n.node_id for n in holders}
+            fresh = self._fresh_candidates(version)
+            candidates = holders + [self.cluster.nodes[i] for i in fresh if i not in held]
+        best = max(candidates, key=lambda node: self._score(node, version.version_id))
+        return best, best.reach(version.version_id)
+
+    def best_resident(self, version: VersionId) -> NodeState | None:
+        """The least loaded node where the version is (or is becoming) loaded, if any."""
+        resident = [n for n in self.cluster.holders(version) if n.reach(version) >= Tier.LOADED]
+        return min(resident, key=lambda n: n.load) if resident else None
+
+    def _score(self, node: NodeState, version: VersionId) -> tuple[bool, int, int, int]:
+        class_rank = -self._class_index[node.node_id] if self.rules.rank_aware else 0
+        return (not node.is_overloaded(), node.reach(version), class_rank, -node.load)
+
+    def _fresh_candidates(self, version: AdapterVersion) -> tuple[NodeId, ...]:
+        cached = self._fresh.get(version.version_id)
+        if cached is not None:
+            return cached
+        picked: list[NodeId] = []
+        key = version.version_id.encode()
+        for rank_class in self.cluster.classes:
+            if rank_class.max_lora_rank < version.rank:
+                continue  # never place an adapter where its rank does not fit
+            ids = rank_class.node_ids
+            if len(ids) < SCAN_CLASS_BELOW:
+                picked.extend(ids)
+                continue
+            for salt in range(CHOICES_PER_CLASS):
+                picked.append(ids[zlib.crc32(key, salt) % len(ids)])
+        if not picked:
+            raise ValueError(f"no engine can serve rank {version.rank}")
+        self._fresh[version.version_id] = result = tuple(dict.fromkeys(picked))
+        return result

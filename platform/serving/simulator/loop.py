@@ -1,0 +1,162 @@
+"""The discrete-event loop: a heap of timed events driving the same PolicyCore as the gateway."""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from loraplex.serving.policy import (
+    Deferred,
+    Dispatch,
+    Evict,
+    Load,
+    NodeSpec,
+    PolicyConfig,
+    PolicyCore,
+    Request,
+    Tier,
+)
+from loraplex.serving.policy.actions import Action
+from loraplex.serving.simulator import costs
+from loraplex.serving.simulator.metrics import RunMetrics, summarize
+from loraplex.serving.simulator.workload import Workload
+
+_LOAD_DONE, _FINISH, _RETRY = 0, 1, 2
+_SAMPLE_EVERY = 997  # requests between samples of resident adapters
+
+
+class FutureTrace:
+    """Belady's oracle: when each adapter is next requested after the current time."""
+
+    def __init__(self, workload: Workload) -> None:
+        order = np.argsort(workload.adapter, kind="stable")
+        sorted_adapters = workload.adapter[order]
+        bounds = np.searchsorted(sorted_adapters, np.arange(len(workload.adapters) + 1))
+        times = workload.arrival[order]
+        self._times = {
+            a.version_id: times[bounds[i] : bounds[i + 1]] for i, a in enumerate(workload.adapters)
+        }
+        self.now = 0.0
+
+    def next_use(self, version: str) -> float:
+        """Arrival time of the next request for `version`; infinity when none is left."""
+        times = self._times[version]
+        index = int(np.searchsorted(times, self.now, side="right"))
+        return float(times[index]) if index < len(times) else float("inf")
+
+
+class Simulator:
+    """Replays one workload against one policy configuration."""
+
+    def __init__(self, workload: Workload, nodes: Sequence[NodeSpec], config: PolicyConfig) -> None:
+        self.workload = workload
+        self.nodes = list(nodes)
+        self.oracle = FutureTrace(workload) if config.eviction == "belady" else None
+        next_use = self.oracle.next_use if self.oracle else None
+        self.core = PolicyCore(self.nodes, workload.adapters, costs.TIER_COSTS, config, next_use)
+        self.metrics = RunMetrics(len(workload))
+        self._events: list[tuple[float, int, int, Any, Any]] = []
+        self._seq = itertools.count()
+        self._versions = [a.version_id for a in workload.adapters]
+        self._tenants = [a.tenant_id for a in workload.adapters]
+        self._deferred: set[int] = set()
+
+    def run(self) -> RunMetrics:
+        """Process every arrival and every event it causes."""
+        w = self.workload
+        arrival = w.arrival.tolist()
+        adapter = w.adapter.tolist()
+        cost = (w.prompt + w.output).tolist()
+        events = self._events
+        total = len(arrival)
+        i = 0
+        now = 0.0
+        while i < total or events:
+            if events and (i >= total or events[0][0] <= arrival[i]):
+                now, _, kind, a, b = heapq.heappop(events)
+                self._handle(kind, a, b, now)
+                continue
+            now = arrival[i]
+            index = adapter[i]
+            request = Request(i, self._tenants[index], self._versions[index], now, float(cost[i]))
+            self._arrive(request, now)
+            i += 1
+            if i % _SAMPLE_EVERY == 0:
+                self._sample()
+        self.metrics.end_time = now
+        self.metrics.deferred = len(self._deferred)
+        return self.metrics
+
+    def _push(self, at: float, kind: int, a: Any, b: Any) -> None:
+        heapq.heappush(self._events, (at, next(self._seq), kind, a, b))
+
+    def _arrive(self, request: Request, now: float) -> None:
+        if self.oracle is not None:
+            self.oracle.now = now
+        routed = self.core.route(request, now)
+        if isinstance(routed, Deferred):
+            self._deferred.add(request.request_id)
+            self._push(routed.until, _RETRY, request, None)
+            return
+        self.metrics.found[request.request_id] = routed.found
+        self._apply(routed.actions, now)
+        self._dispatch(routed.node_id, now)
+
+    def _handle(self, kind: int, a: Any, b: Any, now: float) -> None:
+        if kind == _FINISH:
+            self._apply(self.core.request_finished(a, b, now), now)
+            self._dispatch(a, now)
+        elif kind == _LOAD_DONE:
+            node_id, version, tier = a
+            self._apply(self.core.load_finished(node_id, version, tier, now), now)
+            self._dispatch(node_id, now)
+        else:
+            self._arrive(a, now)
+
+    def _apply(self, actions: Sequence[Action], now: float) -> None:
+        for action in actions:
+            if isinstance(action, Load):
+                self.metrics.loads[action.tier] += 1
+                load_cost = costs.TO_HOST if action.tier is Tier.LOADED else costs.TO_DISK
+                done = now + load_cost.seconds(action.size_bytes)
+                self._push(done, _LOAD_DONE, (action.node_id, action.version_id, action.tier), None)
+            elif isinstance(action, Evict):
+                self.metrics.evictions += 1
+
+    def _dispatch(self, node_id: str, now: float) -> None:
+        for d in self.core.dispatch(node_id, now):
+            self._start(d, now)
+
+    def _start(self, d: Dispatch, now: float) -> None:
+        request = d.request
+        rid = request.request_id
+        first_token = now + costs.prefill_seconds(int(self.workload.prompt[rid]))
+        if d.swapped_in:
+            self.metrics.gpu_swaps += 1
+            size = self.core.cluster.versions[request.version_id].size_bytes
+            first_token += costs.TO_GPU.seconds(size)
+        self.metrics.ttft[rid] = first_token - request.arrival
+        done = first_token + costs.decode_seconds(int(self.workload.output[rid]))
+        self._push(done, _FINISH, d.node_id, request)
+
+    def _sample(self) -> None:
+        self.metrics.resident_samples.append(
+            sum(node.gpu.num_occupied() for node in self.core.cluster.nodes.values())
+        )
+
+
+def simulate(
+    name: str, workload: Workload, nodes: Sequence[NodeSpec], config: PolicyConfig
+) -> dict[str, Any]:
+    """Run one policy over one workload; returns its summary row."""
+    started = time.perf_counter()
+    metrics = Simulator(workload, nodes, config).run()
+    wall = time.perf_counter() - started
+    tenant_of = np.array([a.tenant_id for a in workload.adapters])
+    slot_bytes = sum(n.gpu_slots * n.slot_bytes(costs.BYTES_PER_RANK) for n in nodes)
+    return summarize(name, metrics, tenant_of[workload.adapter], slot_bytes, wall)

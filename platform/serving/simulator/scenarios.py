@@ -1,0 +1,123 @@
+"""The scenarios `loraplex simulate` knows: clusters, workloads and the policies compared."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from loraplex.serving.policy import NodeSpec, PolicyConfig, TenantPlan
+from loraplex.serving.simulator import costs
+from loraplex.serving.simulator.loop import simulate
+from loraplex.serving.simulator.workload import SCAN_TENANT, WorkloadSpec, generate
+
+MAX_RANK = 64
+GB = 1_000_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterShape:
+    """Engines and their capacities."""
+
+    engines: int = 4
+    gpu_slots: int = 8
+    host_slots: int = 32
+    disk_budget_bytes: int = 20 * GB
+
+
+# The baseline is SGLang as it ships: LRU in every tier and no per-tenant budget (§4.4).
+LRU = PolicyConfig(eviction="lru", default_plan=TenantPlan(cold_loads_per_minute=None))
+DEFAULT = PolicyConfig()
+BELADY = PolicyConfig(eviction="belady", default_plan=TenantPlan(cold_loads_per_minute=None))
+COMPARED: tuple[tuple[str, PolicyConfig], ...] = (
+    ("lru", LRU),
+    ("default (gdsf+budget)", DEFAULT),
+    ("belady (bound)", BELADY),
+)
+
+
+def uniform_nodes(shape: ClusterShape, max_rank: int = MAX_RANK) -> list[NodeSpec]:
+    """Every engine in one rank class: rank-blind provisioning."""
+    return [
+        NodeSpec(
+            f"e{i}",
+            max_rank,
+            shape.gpu_slots,
+            shape.host_slots,
+            shape.disk_budget_bytes,
+            costs.MAX_RUNNING,
+        )
+        for i in range(shape.engines)
+    ]
+
+
+def rank_class_nodes(shape: ClusterShape, ranks: tuple[int, ...]) -> list[NodeSpec]:
+    """Engines in rank classes with the slot memory of `gpu_slots` rank-64 slots each.
+
+    SGLang pads every slot to max_lora_rank (§4.2), so the same memory holds 8x the slots
+    in a rank-8 class.
+    """
+    nodes = []
+    for i in range(shape.engines):
+        rank = ranks[i % len(ranks)]
+        slots = shape.gpu_slots * MAX_RANK // rank
+        host = max(shape.host_slots, slots)  # SGLang: max-loaded-loras >= max-loras-per-batch
+        nodes.append(
+            NodeSpec(f"e{i}", rank, slots, host, shape.disk_budget_bytes, costs.MAX_RUNNING)
+        )
+    return nodes
+
+
+def _compare(
+    spec: WorkloadSpec, nodes: list[NodeSpec], rows: tuple[tuple[str, PolicyConfig], ...]
+) -> list[dict[str, Any]]:
+    workload = generate(spec)
+    return [simulate(name, workload, nodes, config) for name, config in rows]
+
+
+def stationary(spec: WorkloadSpec, shape: ClusterShape) -> list[dict[str, Any]]:
+    """Zipf popularity, no shifts: default versus LRU versus Belady."""
+    return _compare(spec, uniform_nodes(shape), COMPARED)
+
+
+def scan(spec: WorkloadSpec, shape: ClusterShape) -> list[dict[str, Any]]:
+    """Zipf plus one tenant scanning rarely used adapters; also each policy without it."""
+    spec = replace(spec, scan_adapters=spec.scan_adapters or 300)
+    workload = generate(spec)
+    quiet = workload.without_tenant(SCAN_TENANT)
+    nodes = uniform_nodes(shape)
+    rows = []
+    for name, config in COMPARED:
+        with_scan = simulate(name, workload, nodes, config)
+        without = simulate(name, quiet, nodes, config)
+        with_scan["others_p99_without_scanner_s"] = without["others_ttft_p99_s"]
+        with_scan["others_p99_ratio"] = (
+            with_scan["others_ttft_p99_s"] / without["others_ttft_p99_s"]
+        )
+        rows.append(with_scan)
+    return rows
+
+
+def rank_aware(spec: WorkloadSpec, shape: ClusterShape) -> list[dict[str, Any]]:
+    """Same mix and slot memory: every engine at rank 64 versus rank classes {8, 16, 64}."""
+    workload = generate(spec)
+    blind = simulate(
+        "rank-blind (all r64)", workload, uniform_nodes(shape), replace(DEFAULT, rank_aware=False)
+    )
+    aware_nodes = rank_class_nodes(shape, (8, 16, 64, 64))
+    aware = simulate("rank-aware (r8,r16,r64x2)", workload, aware_nodes, DEFAULT)
+    return [blind, aware]
+
+
+def scale(spec: WorkloadSpec, shape: ClusterShape) -> list[dict[str, Any]]:
+    """The default policy alone on a large cluster; the row's wall_s is the point."""
+    return _compare(spec, uniform_nodes(shape), (("default (gdsf+budget)", DEFAULT),))
+
+
+Scenario = Callable[[WorkloadSpec, ClusterShape], list[dict[str, Any]]]
+SCENARIOS: dict[str, Scenario] = {
+    "stationary": stationary,
+    "scan": scan,
+    "rank-aware": rank_aware,
+    "scale": scale,
+}

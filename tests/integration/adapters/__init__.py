@@ -1,0 +1,1 @@
+"""Adapter library tests against real services (an S3 server on loopback)."""

@@ -1,0 +1,1 @@
+"""Test helpers: service fixtures and file builders shared by the suites."""
