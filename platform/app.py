@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+import anyio
 import redis.asyncio as aioredis
 from advanced_alchemy.extensions.litestar import SQLAlchemyPlugin
 from litestar import Litestar, Router
@@ -14,11 +16,13 @@ from litestar.openapi.config import OpenAPIConfig
 from litestar.openapi.plugins import ScalarRenderPlugin
 from litestar.plugins.prometheus import PrometheusConfig, PrometheusController
 
-from loraplex.api.deps import provide_principal
+from loraplex.adapters.errors import StoreError
+from loraplex.api.deps import open_object_store, provide_principal, provide_settings, provide_store
 from loraplex.api.paging import provide_page
 from loraplex.auth.access import PUBLIC, check_access
 from loraplex.auth.authenticator import KeyAuthenticator
 from loraplex.auth.middleware import BearerKeyMiddleware
+from loraplex.control.adapters.controller import AdapterController
 from loraplex.control.audit.controller import AuditController
 from loraplex.control.base_models.controller import BaseModelController
 from loraplex.control.health import HealthController
@@ -29,8 +33,11 @@ from loraplex.db.config import sqlalchemy_config
 from loraplex.errors import exception_handlers
 from loraplex.settings import Settings
 
+log = logging.getLogger("loraplex.app")
+
 CONTROLLERS: list[type] = [
     HealthController,
+    AdapterController,
     TenantController,
     PlanController,
     UserController,
@@ -57,30 +64,51 @@ def create_app(settings: Settings | None = None) -> Litestar:
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
         app.state.settings = settings
         app.state.authenticator = KeyAuthenticator(db.create_session_maker())
-        app.state.redis = aioredis.from_url(settings.redis_url, socket_timeout=2) if settings.redis_url else None
+        app.state.store = open_object_store(settings)
+        try:  # creates the bucket on first start; an outage now is reported by uploads later
+            await anyio.to_thread.run_sync(app.state.store.check)
+        except StoreError as exc:
+            log.warning("object store not ready at startup: %s", exc)
+        app.state.redis = (
+            aioredis.from_url(settings.redis_url, socket_timeout=2) if settings.redis_url else None
+        )
         try:
             yield
         finally:
             if app.state.redis is not None:
                 await app.state.redis.aclose()
 
-    prometheus = PrometheusConfig(app_name="loraplex", prefix="loraplex", group_path=True,
-                                  exclude=["/metrics", "/healthz", "/readyz"])
+    prometheus = PrometheusConfig(
+        app_name="loraplex",
+        prefix="loraplex",
+        group_path=True,
+        exclude=["/metrics", "/healthz", "/readyz"],
+    )
     return Litestar(
         route_handlers=[*CONTROLLERS, MetricsController],
         plugins=[SQLAlchemyPlugin(config=db)],
-        dependencies={"principal": Provide(provide_principal, sync_to_thread=False),
-                      "page": Provide(provide_page, sync_to_thread=False)},
+        dependencies={
+            "principal": Provide(provide_principal, sync_to_thread=False),
+            "store": Provide(provide_store, sync_to_thread=False),
+            "settings": Provide(provide_settings, sync_to_thread=False),
+            "page": Provide(provide_page, sync_to_thread=False),
+        },
         middleware=[
             prometheus.middleware,
-            DefineMiddleware(BearerKeyMiddleware, exclude=["^/healthz", "^/readyz", "^/metrics", "^/schema"]),
+            DefineMiddleware(
+                BearerKeyMiddleware, exclude=["^/healthz", "^/readyz", "^/metrics", "^/schema"]
+            ),
         ],
         guards=[check_access],
         exception_handlers=exception_handlers(),
         lifespan=[lifespan],
-        openapi_config=OpenAPIConfig(title="Loraplex", version="0.1.0", path="/schema",
-                                     render_plugins=[ScalarRenderPlugin()],
-                                     openapi_router=Router("/schema", route_handlers=[], opt=PUBLIC)),
+        openapi_config=OpenAPIConfig(
+            title="Loraplex",
+            version="0.1.0",
+            path="/schema",
+            render_plugins=[ScalarRenderPlugin()],
+            openapi_router=Router("/schema", route_handlers=[], opt=PUBLIC),
+        ),
         request_max_body_size=settings.max_json_body_bytes,
         debug=settings.debug,
     )

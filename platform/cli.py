@@ -36,7 +36,9 @@ def main(ctx: click.Context) -> None:
 @click.option("--workers", type=int, default=None, help="worker processes")
 @click.option("--migrate/--no-migrate", default=False, help="upgrade the database first")
 @click.pass_obj
-def api(settings: Settings, host: str | None, port: int | None, workers: int | None, migrate: bool) -> None:
+def api(
+    settings: Settings, host: str | None, port: int | None, workers: int | None, migrate: bool
+) -> None:
     """Start the API server."""
     import uvicorn
 
@@ -46,8 +48,15 @@ def api(settings: Settings, host: str | None, port: int | None, workers: int | N
         migrations.upgrade(settings.database_url)
     host, port = host or settings.host, port or settings.port
     click.echo(f"Loraplex API listening on http://{host}:{port} (OpenAPI at /schema)")
-    uvicorn.run("loraplex.app:create_app", factory=True, host=host, port=port,
-                workers=workers or settings.workers, log_level="warning", access_log=False)
+    uvicorn.run(
+        "loraplex.app:create_app",
+        factory=True,
+        host=host,
+        port=port,
+        workers=workers or settings.workers,
+        log_level="warning",
+        access_log=False,
+    )
 
 
 @main.group()
@@ -109,6 +118,31 @@ def register_base_model(settings: Settings, model_dir: Path, name: str | None) -
 
     model_id = _run_with_session(settings, lambda session: register(session, model_dir, name))
     click.echo(f"registered base model {name or model_dir.name} ({model_id})")
+
+
+@main.group("adapters")
+def adapters_group() -> None:
+    """Adapter storage maintenance."""
+
+
+@adapters_group.command("reap")
+@click.option(
+    "--stale-after", type=float, default=3600.0, help="seconds before an upload counts as dead"
+)
+@click.pass_obj
+def reap_adapters(settings: Settings, stale_after: float) -> None:
+    """Fail dead uploads and delete object-store files no version owns."""
+    from loraplex.api.deps import open_object_store
+    from loraplex.control.adapters.reaper import reap
+
+    store = open_object_store(settings)
+    report = _run_with_session(
+        settings, lambda session: reap(session, store, stale_after_s=stale_after)
+    )
+    click.echo(
+        f"failed {report.stale_versions_failed} stale uploads, "
+        f"deleted {report.orphan_objects_deleted} orphan objects"
+    )
 
 
 def _run_with_session(settings: Settings, work: Callable[[Any], Awaitable[T]]) -> T:

@@ -14,6 +14,8 @@ from advanced_alchemy import exceptions as repo_errors
 from litestar import MediaType, Request, Response
 from litestar.exceptions import HTTPException, ValidationException
 
+from loraplex.adapters.errors import AdapterRejected, StoreError, StoreUnavailable
+
 log = logging.getLogger("loraplex.errors")
 
 
@@ -23,7 +25,9 @@ class LoraplexError(Exception):
     status_code = 500
     code = "internal_error"
 
-    def __init__(self, detail: str, *, param: str | None = None, headers: dict[str, str] | None = None):
+    def __init__(
+        self, detail: str, *, param: str | None = None, headers: dict[str, str] | None = None
+    ):
         super().__init__(detail)
         self.detail = detail
         self.param = param
@@ -86,17 +90,28 @@ class Unavailable(LoraplexError):
     code = "service_unavailable"
 
 
-def _problem(request: Request[Any, Any, Any], status: int, code: str, detail: str,
-             param: str | None = None, extra: Any = None,
-             headers: dict[str, str] | None = None) -> Response[Any]:
+def _problem(
+    request: Request[Any, Any, Any],
+    status: int,
+    code: str,
+    detail: str,
+    param: str | None = None,
+    extra: Any = None,
+    headers: dict[str, str] | None = None,
+) -> Response[Any]:
     """Render an error in the shape the route's clients expect."""
     if request.url.path.startswith("/v1/"):
-        body: dict[str, Any] = {"error": {"message": detail, "type": _openai_type(status),
-                                          "param": param, "code": code}}
+        body: dict[str, Any] = {
+            "error": {"message": detail, "type": _openai_type(status), "param": param, "code": code}
+        }
         media_type = MediaType.JSON
     else:
-        body = {"type": f"urn:loraplex:problem:{code}", "title": code.replace("_", " "),
-                "status": status, "detail": detail}
+        body = {
+            "type": f"urn:loraplex:problem:{code}",
+            "title": code.replace("_", " "),
+            "status": status,
+            "detail": detail,
+        }
         if param:
             body["param"] = param
         if extra:
@@ -124,15 +139,32 @@ def _on_domain_error(request: Request[Any, Any, Any], exc: LoraplexError) -> Res
 
 
 def _on_http_error(request: Request[Any, Any, Any], exc: HTTPException) -> Response[Any]:
+    if exc.status_code >= 500:
+        log.error(
+            "HTTP %s on %s %s: %s",
+            exc.status_code,
+            request.method,
+            request.url.path,
+            exc.detail,
+            exc_info=exc,
+        )
     extra = exc.extra if isinstance(exc, ValidationException) else None
-    code = {400: "invalid_request", 401: "invalid_api_key", 403: "forbidden", 404: "not_found",
-            405: "method_not_allowed", 413: "payload_too_large", 415: "unsupported_media_type",
-            429: "rate_limit_exceeded"}.get(exc.status_code, "http_error")
+    code = {
+        400: "invalid_request",
+        401: "invalid_api_key",
+        403: "forbidden",
+        404: "not_found",
+        405: "method_not_allowed",
+        413: "payload_too_large",
+        415: "unsupported_media_type",
+        429: "rate_limit_exceeded",
+    }.get(exc.status_code, "http_error")
     detail = exc.detail
     if extra and isinstance(extra, list):
         detail = "; ".join(_describe(item) for item in extra) or detail
-    return _problem(request, exc.status_code, code, detail, extra=extra,
-                    headers=dict(exc.headers or {}))
+    return _problem(
+        request, exc.status_code, code, detail, extra=extra, headers=dict(exc.headers or {})
+    )
 
 
 def _describe(item: Any) -> str:
@@ -143,7 +175,9 @@ def _describe(item: Any) -> str:
     return str(item)
 
 
-def _on_repository_error(request: Request[Any, Any, Any], exc: repo_errors.RepositoryError) -> Response[Any]:
+def _on_repository_error(
+    request: Request[Any, Any, Any], exc: repo_errors.RepositoryError
+) -> Response[Any]:
     if isinstance(exc, repo_errors.NotFoundError):
         return _problem(request, 404, "not_found", "not found")
     if isinstance(exc, repo_errors.IntegrityError | repo_errors.DuplicateKeyError):
@@ -157,11 +191,31 @@ def _on_unexpected(request: Request[Any, Any, Any], exc: Exception) -> Response[
     return _problem(request, 500, "internal_error", "internal error")
 
 
+def _on_adapter_rejected(request: Request[Any, Any, Any], exc: AdapterRejected) -> Response[Any]:
+    status = 413 if exc.code == "too_large" else 422
+    return _problem(request, status, str(exc.code), exc.message)
+
+
+def _on_store_error(request: Request[Any, Any, Any], exc: StoreError) -> Response[Any]:
+    if isinstance(exc, StoreUnavailable):
+        return _problem(
+            request,
+            503,
+            "object_store_unavailable",
+            f"object store unavailable: {exc}",
+            headers={"Retry-After": "30"},
+        )
+    log.error("object store error: %s", exc)
+    return _problem(request, 502, "object_store_error", str(exc))
+
+
 def exception_handlers() -> dict[type[Exception], Any]:
     """The one mapping from exceptions to HTTP responses, for `Litestar(exception_handlers=)`."""
     return {
         LoraplexError: _on_domain_error,
         HTTPException: _on_http_error,
         repo_errors.RepositoryError: _on_repository_error,
+        AdapterRejected: _on_adapter_rejected,
+        StoreError: _on_store_error,
         Exception: _on_unexpected,
     }

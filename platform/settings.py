@@ -63,6 +63,10 @@ class Settings:
     # Serving.
     engines: tuple[EngineEndpoint, ...] = field(default_factory=tuple)
     engine_health_interval_s: float = 2.0
+    # The largest rank class engines are provisioned for, used when no engine is registered
+    # for a base model yet: adapters above it could never be served.
+    max_lora_rank: int = 64
+    download_url_ttl_s: int = 900
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:

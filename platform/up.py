@@ -55,7 +55,14 @@ def up(settings: Settings) -> None:
     key_path = ensure_operator_key(settings)
     url = f"http://{settings.host}:{settings.port}"
     click.echo(f"Loraplex is listening on {url}  (API docs: {url}/schema)")
-    click.echo(f"Operator API key: {key_path}  (curl -H \"Authorization: Bearer $(cat {key_path})\" "
-               f"{url}/api/v1/tenants)")
-    uvicorn.run("loraplex.app:create_app", factory=True, host=settings.host, port=settings.port,
-                log_level="warning")
+    click.echo(
+        f'Operator API key: {key_path}  (curl -H "Authorization: Bearer $(cat {key_path})" '
+        f"{url}/api/v1/tenants)"
+    )
+    uvicorn.run(
+        "loraplex.app:create_app",
+        factory=True,
+        host=settings.host,
+        port=settings.port,
+        log_level="warning",
+    )

@@ -24,6 +24,7 @@ from loraplex.control.bootstrap import create_operator
 from loraplex.db import migrate
 from loraplex.db.config import sqlalchemy_config
 from loraplex.settings import Settings
+from tests.support.s3_server import ACCESS_KEY, REGION, SECRET_KEY, S3Server
 
 PG_SERVER = os.environ.get("LORAPLEX_TEST_PG", "postgresql://postgres@127.0.0.1:5432")
 logging.getLogger("httpx").setLevel(logging.WARNING)  # one INFO line per request drowns failures
@@ -66,10 +67,29 @@ async def database_url() -> AsyncIterator[str]:
 
 
 @pytest.fixture(scope="session")
-def settings(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> Settings:
-    """Settings pointing at the session's database and Redis."""
-    return Settings(database_url=database_url, redis_url=REDIS_URL,
-                    data_dir=tmp_path_factory.mktemp("data"))
+def s3_server() -> Iterator[S3Server]:
+    """A real S3 HTTP server (moto's server mode) on loopback, for the whole session."""
+    with S3Server() as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def settings(
+    database_url: str, s3_server: S3Server, tmp_path_factory: pytest.TempPathFactory
+) -> Settings:
+    """Settings pointing at the session's database, Redis and S3 server."""
+    return Settings(
+        database_url=database_url,
+        redis_url=REDIS_URL,
+        data_dir=tmp_path_factory.mktemp("data"),
+        object_store="s3",
+        max_upload_bytes=16 * 2**20,  # small, so size-cap tests stay fast
+        s3_endpoint_url=s3_server.endpoint_url,
+        s3_bucket=f"adapters-{secrets.token_hex(4)}",
+        s3_region=REGION,
+        s3_access_key_id=ACCESS_KEY,
+        s3_secret_access_key=SECRET_KEY,
+    )
 
 
 @pytest.fixture(scope="session")
@@ -128,7 +148,9 @@ class Api:
 
     async def request(self, method: str, path: str, **kw: Any) -> Any:
         """Any method with this key."""
-        return await self.client.request(method, path, headers=self._headers(kw.pop("headers", None)), **kw)
+        return await self.client.request(
+            method, path, headers=self._headers(kw.pop("headers", None)), **kw
+        )
 
 
 @dataclass
@@ -150,13 +172,18 @@ def operator(client: AsyncTestClient[Litestar], operator_key: str) -> Api:
 def make_tenant(operator: Api, client: AsyncTestClient[Litestar]) -> Any:
     """Factory: create a tenant and an admin key for it."""
 
-    async def make(plan: str = "pro", scopes: tuple[str, ...] = ("admin", "inference", "fine-tune")) -> TenantHandle:
+    async def make(
+        plan: str = "pro", scopes: tuple[str, ...] = ("admin", "inference", "fine-tune")
+    ) -> TenantHandle:
         slug = f"t-{secrets.token_hex(4)}"
-        response = await operator.post("/api/v1/tenants", json={"slug": slug, "name": slug, "plan": plan})
+        response = await operator.post(
+            "/api/v1/tenants", json={"slug": slug, "name": slug, "plan": plan}
+        )
         assert response.status_code == 201, response.text
         tenant_id = response.json()["id"]
-        response = await operator.post(f"/api/v1/tenants/{tenant_id}/api-keys",
-                                       json={"name": "admin", "scopes": list(scopes)})
+        response = await operator.post(
+            f"/api/v1/tenants/{tenant_id}/api-keys", json={"name": "admin", "scopes": list(scopes)}
+        )
         assert response.status_code == 201, response.text
         return TenantHandle(tenant_id, slug, Api(client, response.json()["key"]))
 

@@ -18,8 +18,12 @@ async def create_operator(session: AsyncSession, email: str, name: str) -> str:
     users = UserService(session=session)
     user = await users.get_one_or_none(email=email.lower())
     if user is None:
-        user = await users.create_user(None, UserCreate(email=email, name=name, role=UserRole.OPERATOR), CLI_ACTOR)
-    created = await ApiKeyService(session=session).create_operator_key(f"{name} (cli)", CLI_ACTOR, user.id)
+        user = await users.create_user(
+            None, UserCreate(email=email, name=name, role=UserRole.OPERATOR), CLI_ACTOR
+        )
+    created = await ApiKeyService(session=session).create_operator_key(
+        f"{name} (cli)", CLI_ACTOR, user.id
+    )
     return created.key
 
 
@@ -28,6 +32,7 @@ async def register_base_model(session: AsyncSession, model_dir: Path, name: str 
     from loraplex.adapters.facts import facts_to_json, read_base_model_facts
 
     facts = read_base_model_facts(model_dir, name)
-    data = BaseModelIn(source=str(model_dir.resolve()), **facts_to_json(facts))
+    source = str(model_dir.resolve())  # noqa: ASYNC240 - one call from the CLI
+    data = BaseModelIn(source=source, **facts_to_json(facts))
     model = await BaseModelService(session=session).register(data, CLI_ACTOR)
     return str(model.id)

@@ -33,7 +33,9 @@ class HealthController(Controller):
         return {"status": "ok"}
 
     @get("/readyz", operation_id="Readyz", opt=access.PUBLIC, include_in_schema=False)
-    async def readyz(self, db_session: AsyncSession, request: Request[Any, Any, Any]) -> Response[dict[str, str]]:
+    async def readyz(
+        self, db_session: AsyncSession, request: Request[Any, Any, Any]
+    ) -> Response[dict[str, str]]:
         """The database and Redis answer; 503 naming the one that does not."""
         checks = {"database": "ok", "redis": "ok"}
         try:
@@ -49,10 +51,17 @@ class HealthController(Controller):
             except Exception as exc:  # connection refused, timeout, auth...
                 checks["redis"] = f"error: {type(exc).__name__}"
         ready = all(v in {"ok", "embedded"} for v in checks.values())
-        return Response({"status": "ready" if ready else "not ready", **checks}, status_code=200 if ready else 503)
+        return Response(
+            {"status": "ready" if ready else "not ready", **checks},
+            status_code=200 if ready else 503,
+        )
 
     @get("/api/v1/me", operation_id="WhoAmI", opt=access.tenant("read"))
     async def me(self, principal: Principal) -> Me:
         """The key making this request."""
-        return Me(key_prefix=principal.key_prefix, tenant_id=principal.tenant_id and str(principal.tenant_id),
-                  scopes=sorted(principal.scopes), operator=principal.is_operator)
+        return Me(
+            key_prefix=principal.key_prefix,
+            tenant_id=principal.tenant_id and str(principal.tenant_id),
+            scopes=sorted(principal.scopes),
+            operator=principal.is_operator,
+        )

@@ -27,22 +27,49 @@ QUOTA_FIELDS: dict[str, str] = {
 
 DEFAULT_PLANS: dict[str, dict[str, int]] = {
     "free": {
-        "requests_per_minute": 60, "tokens_per_minute": 20_000, "concurrent_requests": 4,
-        "concurrent_streams": 2, "max_tokens_per_request": 512, "daily_tokens": 200_000,
-        "max_adapters": 5, "max_storage_bytes": 500 * 2**20, "max_rank": 16,
-        "concurrent_fine_tunes": 1, "cold_loads_per_minute": 10, "pinned_adapters": 0, "priority": 0,
+        "requests_per_minute": 60,
+        "tokens_per_minute": 20_000,
+        "concurrent_requests": 4,
+        "concurrent_streams": 2,
+        "max_tokens_per_request": 512,
+        "daily_tokens": 200_000,
+        "max_adapters": 5,
+        "max_storage_bytes": 500 * 2**20,
+        "max_rank": 16,
+        "concurrent_fine_tunes": 1,
+        "cold_loads_per_minute": 10,
+        "pinned_adapters": 0,
+        "priority": 0,
     },
     "pro": {
-        "requests_per_minute": 600, "tokens_per_minute": 200_000, "concurrent_requests": 32,
-        "concurrent_streams": 32, "max_tokens_per_request": 4096, "daily_tokens": 5_000_000,
-        "max_adapters": 100, "max_storage_bytes": 20 * 2**30, "max_rank": 64,
-        "concurrent_fine_tunes": 4, "cold_loads_per_minute": 60, "pinned_adapters": 2, "priority": 1,
+        "requests_per_minute": 600,
+        "tokens_per_minute": 200_000,
+        "concurrent_requests": 32,
+        "concurrent_streams": 32,
+        "max_tokens_per_request": 4096,
+        "daily_tokens": 5_000_000,
+        "max_adapters": 100,
+        "max_storage_bytes": 20 * 2**30,
+        "max_rank": 64,
+        "concurrent_fine_tunes": 4,
+        "cold_loads_per_minute": 60,
+        "pinned_adapters": 2,
+        "priority": 1,
     },
     "enterprise": {
-        "requests_per_minute": 6000, "tokens_per_minute": 2_000_000, "concurrent_requests": 256,
-        "concurrent_streams": 256, "max_tokens_per_request": 8192, "daily_tokens": 100_000_000,
-        "max_adapters": 1000, "max_storage_bytes": 200 * 2**30, "max_rank": 128,
-        "concurrent_fine_tunes": 16, "cold_loads_per_minute": 600, "pinned_adapters": 16, "priority": 2,
+        "requests_per_minute": 6000,
+        "tokens_per_minute": 2_000_000,
+        "concurrent_requests": 256,
+        "concurrent_streams": 256,
+        "max_tokens_per_request": 8192,
+        "daily_tokens": 100_000_000,
+        "max_adapters": 1000,
+        "max_storage_bytes": 200 * 2**30,
+        "max_rank": 128,
+        "concurrent_fine_tunes": 16,
+        "cold_loads_per_minute": 600,
+        "pinned_adapters": 16,
+        "priority": 2,
     },
 }
 
@@ -54,11 +81,15 @@ def check_limits(limits: Mapping[str, Any], *, param: str = "limits") -> dict[st
         if name not in QUOTA_FIELDS:
             raise InvalidInput(f"unknown quota '{name}'", param=f"{param}.{name}")
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise InvalidInput(f"quota '{name}' must be a non-negative integer", param=f"{param}.{name}")
+            raise InvalidInput(
+                f"quota '{name}' must be a non-negative integer", param=f"{param}.{name}"
+            )
         checked[name] = value
     return checked
 
 
-def effective_limits(plan: Mapping[str, int], overrides: Mapping[str, int] | None) -> dict[str, int]:
+def effective_limits(
+    plan: Mapping[str, int], overrides: Mapping[str, int] | None
+) -> dict[str, int]:
     """The limits in force for a tenant: the plan's, with overrides taking precedence."""
     return {**plan, **(overrides or {})}

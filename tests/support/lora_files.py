@@ -8,8 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from loraplex.adapters.facts import BaseModelFacts, module_group
 from safetensors.numpy import save_file
+
+from loraplex.adapters.facts import BaseModelFacts, module_group
 
 # hidden 64, 2 layers, intermediate 128, 4 query heads and 2 KV heads of 16: k/v are narrower
 # than q, so a tensor built for the wrong projection shows up as a shape mismatch.

@@ -37,15 +37,22 @@ class AuditController(Controller):
     dependencies = providers.create_service_dependencies(AuditService, key="audit_service")
 
     @get("/api/v1/audit", operation_id="ListAudit", opt=access.OPERATOR)
-    async def list_all(self, audit_service: AuditService, page: LimitOffset) -> OffsetPagination[AuditEntryOut]:
+    async def list_all(
+        self, audit_service: AuditService, page: LimitOffset
+    ) -> OffsetPagination[AuditEntryOut]:
         """Every change, newest first."""
         order = OrderBy("created_at", "desc")
         items, total = await audit_service.get_many_and_count(page, order)
         return audit_service.to_schema(items, total, filters=[page], schema_type=AuditEntryOut)
 
-    @get("/api/v1/tenants/{tenant_id:uuid}/audit", operation_id="ListTenantAudit", opt=access.tenant())
-    async def list_for_tenant(self, tenant_id: UUID, audit_service: AuditService,
-                              page: LimitOffset) -> OffsetPagination[AuditEntryOut]:
+    @get(
+        "/api/v1/tenants/{tenant_id:uuid}/audit",
+        operation_id="ListTenantAudit",
+        opt=access.tenant(),
+    )
+    async def list_for_tenant(
+        self, tenant_id: UUID, audit_service: AuditService, page: LimitOffset
+    ) -> OffsetPagination[AuditEntryOut]:
         """A tenant's changes, newest first."""
         order = OrderBy("created_at", "desc")
         items, total = await audit_service.get_many_and_count(

@@ -12,14 +12,26 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from loraplex.db.models import AuditEntry
 
 
-def record(session: AsyncSession, actor: str, action: str, target: Any, *,
-           tenant_id: UUID | None = None, **details: Any) -> None:
+def record(
+    session: AsyncSession,
+    actor: str,
+    action: str,
+    target: Any,
+    *,
+    tenant_id: UUID | None = None,
+    **details: Any,
+) -> None:
     """Add an audit entry to the caller's transaction, so it commits (or not) with the change."""
-    session.add(AuditEntry(
-        actor=actor, action=action, tenant_id=tenant_id,
-        target_type=type(target).__name__.lower(), target_id=str(getattr(target, "id", target)),
-        details={k: _plain(v) for k, v in details.items()},
-    ))
+    session.add(
+        AuditEntry(
+            actor=actor,
+            action=action,
+            tenant_id=tenant_id,
+            target_type=type(target).__name__.lower(),
+            target_id=str(getattr(target, "id", target)),
+            details={k: _plain(v) for k, v in details.items()},
+        )
+    )
 
 
 def _plain(value: Any) -> Any:

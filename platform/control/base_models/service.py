@@ -61,7 +61,9 @@ class BaseModelService(SQLAlchemyAsyncRepositoryService[BaseModel]):
         """Register a base model; its name must be free and every module a 2-D shape."""
         for module, shape in data.modules.items():
             if len(shape) != 2 or min(shape) < 1:
-                raise InvalidInput(f"module '{module}' needs a [out, in] shape", param=f"modules.{module}")
+                raise InvalidInput(
+                    f"module '{module}' needs a [out, in] shape", param=f"modules.{module}"
+                )
         if not data.modules:
             raise InvalidInput("modules must list the decoder projections", param="modules")
         if await self.exists(name=data.name):

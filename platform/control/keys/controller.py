@@ -26,20 +26,33 @@ class ApiKeyController(Controller):
     dependencies = providers.create_service_dependencies(ApiKeyService, key="keys")
 
     @post(KEYS, operation_id="CreateApiKey", opt=access.tenant())
-    async def create_key(self, tenant_id: UUID, data: KeyCreate, keys: ApiKeyService,
-                         principal: Principal) -> KeyCreated:
+    async def create_key(
+        self, tenant_id: UUID, data: KeyCreate, keys: ApiKeyService, principal: Principal
+    ) -> KeyCreated:
         """Create a key; the response holds the secret, which is never shown again."""
         return await keys.create_tenant_key(tenant_id, data, principal.actor)
 
     @get(KEYS, operation_id="ListApiKeys", opt=access.tenant())
-    async def list_keys(self, tenant_id: UUID, keys: ApiKeyService, page: LimitOffset) -> OffsetPagination[KeyOut]:
+    async def list_keys(
+        self, tenant_id: UUID, keys: ApiKeyService, page: LimitOffset
+    ) -> OffsetPagination[KeyOut]:
         """The tenant's keys, newest first."""
-        items, total = await keys.get_many_and_count(page, OrderBy("created_at", "desc"), ApiKey.tenant_id == tenant_id)
+        items, total = await keys.get_many_and_count(
+            page, OrderBy("created_at", "desc"), ApiKey.tenant_id == tenant_id
+        )
         return OffsetPagination([keys.to_out(k) for k in items], page.limit, page.offset, total)
 
-    @delete(f"{KEYS}/{{key_id:uuid}}", operation_id="RevokeApiKey", opt=access.tenant(), status_code=200)
-    async def revoke_key(self, tenant_id: UUID, key_id: UUID, keys: ApiKeyService, principal: Principal,
-                         request: Request[Any, Any, Any]) -> KeyOut:
+    @delete(
+        f"{KEYS}/{{key_id:uuid}}", operation_id="RevokeApiKey", opt=access.tenant(), status_code=200
+    )
+    async def revoke_key(
+        self,
+        tenant_id: UUID,
+        key_id: UUID,
+        keys: ApiKeyService,
+        principal: Principal,
+        request: Request[Any, Any, Any],
+    ) -> KeyOut:
         """Revoke a key; it stops working at once on this replica, within seconds on others."""
         key = await keys.revoke(tenant_id, key_id, principal.actor)
         request.app.state.authenticator.forget(key.prefix)

@@ -30,24 +30,53 @@ class ApiKeyService(SQLAlchemyAsyncRepositoryService[ApiKey]):
         """Mint a key for a tenant; its scopes must be tenant scopes."""
         unknown = sorted(set(data.scopes) - Scope.TENANT_SCOPES)
         if unknown or not data.scopes:
-            raise InvalidInput(f"invalid scopes {unknown or []}; allowed: "
-                               f"{sorted(Scope.TENANT_SCOPES)}", param="scopes")
+            raise InvalidInput(
+                f"invalid scopes {unknown or []}; allowed: {sorted(Scope.TENANT_SCOPES)}",
+                param="scopes",
+            )
         if data.expires_at is not None and _aware(data.expires_at) <= datetime.now(UTC):
             raise InvalidInput("expires_at is in the past", param="expires_at")
-        return await self._mint(tenant_id, data.name, sorted(set(data.scopes)), data.expires_at, actor)
+        return await self._mint(
+            tenant_id, data.name, sorted(set(data.scopes)), data.expires_at, actor
+        )
 
-    async def create_operator_key(self, name: str, actor: str, user_id: UUID | None = None) -> KeyCreated:
+    async def create_operator_key(
+        self, name: str, actor: str, user_id: UUID | None = None
+    ) -> KeyCreated:
         """Mint an operator key (CLI only: the first one has no caller to authorise it)."""
         return await self._mint(None, name, [Scope.OPERATOR], None, actor, user_id)
 
-    async def _mint(self, tenant_id: UUID | None, name: str, scopes: list[str],
-                    expires_at: datetime | None, actor: str, user_id: UUID | None = None) -> KeyCreated:
+    async def _mint(
+        self,
+        tenant_id: UUID | None,
+        name: str,
+        scopes: list[str],
+        expires_at: datetime | None,
+        actor: str,
+        user_id: UUID | None = None,
+    ) -> KeyCreated:
         new = mint_key()
-        key = await self.create(ApiKey(tenant_id=tenant_id, user_id=user_id, name=name, prefix=new.prefix,
-                                       secret_hash=new.secret_hash, scopes=scopes,
-                                       expires_at=expires_at and _aware(expires_at)))
-        record(self.repository.session, actor, "api_key.create", key, tenant_id=tenant_id,
-               name=name, prefix=key.prefix, scopes=scopes)
+        key = await self.create(
+            ApiKey(
+                tenant_id=tenant_id,
+                user_id=user_id,
+                name=name,
+                prefix=new.prefix,
+                secret_hash=new.secret_hash,
+                scopes=scopes,
+                expires_at=expires_at and _aware(expires_at),
+            )
+        )
+        record(
+            self.repository.session,
+            actor,
+            "api_key.create",
+            key,
+            tenant_id=tenant_id,
+            name=name,
+            prefix=key.prefix,
+            scopes=scopes,
+        )
         return KeyCreated(key=new.full, **_fields(key))
 
     async def revoke(self, tenant_id: UUID, key_id: UUID, actor: str) -> ApiKey:
@@ -58,8 +87,14 @@ class ApiKeyService(SQLAlchemyAsyncRepositoryService[ApiKey]):
         if key.revoked_at is None:
             key.revoked_at = datetime.now(UTC)
             key = await self.update(key)
-            record(self.repository.session, actor, "api_key.revoke", key, tenant_id=tenant_id,
-                   prefix=key.prefix)
+            record(
+                self.repository.session,
+                actor,
+                "api_key.revoke",
+                key,
+                tenant_id=tenant_id,
+                prefix=key.prefix,
+            )
         return key
 
     @staticmethod
@@ -69,9 +104,17 @@ class ApiKeyService(SQLAlchemyAsyncRepositoryService[ApiKey]):
 
 
 def _fields(key: ApiKey) -> dict[str, object]:
-    return {"id": key.id, "tenant_id": key.tenant_id, "name": key.name, "prefix": key.prefix,
-            "scopes": list(key.scopes), "created_at": key.created_at, "expires_at": key.expires_at,
-            "last_used_at": key.last_used_at, "revoked_at": key.revoked_at}
+    return {
+        "id": key.id,
+        "tenant_id": key.tenant_id,
+        "name": key.name,
+        "prefix": key.prefix,
+        "scopes": list(key.scopes),
+        "created_at": key.created_at,
+        "expires_at": key.expires_at,
+        "last_used_at": key.last_used_at,
+        "revoked_at": key.revoked_at,
+    }
 
 
 def _aware(moment: datetime) -> datetime:

@@ -33,15 +33,20 @@ class TenantController(Controller):
     dependencies = providers.create_service_dependencies(TenantService, key="tenants")
 
     @post("/api/v1/tenants", operation_id="CreateTenant", opt=access.OPERATOR)
-    async def create_tenant(self, data: TenantCreate, tenants: TenantService, principal: Principal) -> TenantOut:
+    async def create_tenant(
+        self, data: TenantCreate, tenants: TenantService, principal: Principal
+    ) -> TenantOut:
         """Create a tenant."""
         return tenants.to_out(await tenants.create_tenant(data, principal.actor))
 
     @get("/api/v1/tenants", operation_id="ListTenants", opt=access.OPERATOR)
-    async def list_tenants(self, tenants: TenantService, page: LimitOffset) -> OffsetPagination[TenantOut]:
+    async def list_tenants(
+        self, tenants: TenantService, page: LimitOffset
+    ) -> OffsetPagination[TenantOut]:
         """Tenants that are not deleted, oldest first."""
         items, total = await tenants.get_many_and_count(
-            page, OrderBy("created_at", "asc"), Tenant.status != TenantStatus.DELETED)
+            page, OrderBy("created_at", "asc"), Tenant.status != TenantStatus.DELETED
+        )
         return OffsetPagination([tenants.to_out(t) for t in items], page.limit, page.offset, total)
 
     @get(TENANT, operation_id="GetTenant", opt=access.tenant())
@@ -50,23 +55,34 @@ class TenantController(Controller):
         return tenants.to_out(await tenants.visible(tenant_id))
 
     @patch(TENANT, operation_id="UpdateTenant", opt=access.OPERATOR)
-    async def update_tenant(self, tenant_id: UUID, data: TenantUpdate, tenants: TenantService,
-                            principal: Principal) -> TenantOut:
+    async def update_tenant(
+        self, tenant_id: UUID, data: TenantUpdate, tenants: TenantService, principal: Principal
+    ) -> TenantOut:
         """Rename a tenant or change its plan."""
         return tenants.to_out(await tenants.update_tenant(tenant_id, data, principal.actor))
 
     @post(f"{TENANT}/suspend", operation_id="SuspendTenant", opt=access.OPERATOR, status_code=200)
-    async def suspend_tenant(self, tenant_id: UUID, tenants: TenantService, principal: Principal) -> TenantOut:
+    async def suspend_tenant(
+        self, tenant_id: UUID, tenants: TenantService, principal: Principal
+    ) -> TenantOut:
         """Suspend a tenant: its keys stop working until it is resumed."""
-        return tenants.to_out(await tenants.set_status(tenant_id, TenantStatus.SUSPENDED, principal.actor))
+        return tenants.to_out(
+            await tenants.set_status(tenant_id, TenantStatus.SUSPENDED, principal.actor)
+        )
 
     @post(f"{TENANT}/resume", operation_id="ResumeTenant", opt=access.OPERATOR, status_code=200)
-    async def resume_tenant(self, tenant_id: UUID, tenants: TenantService, principal: Principal) -> TenantOut:
+    async def resume_tenant(
+        self, tenant_id: UUID, tenants: TenantService, principal: Principal
+    ) -> TenantOut:
         """Reactivate a suspended tenant."""
-        return tenants.to_out(await tenants.set_status(tenant_id, TenantStatus.ACTIVE, principal.actor))
+        return tenants.to_out(
+            await tenants.set_status(tenant_id, TenantStatus.ACTIVE, principal.actor)
+        )
 
     @delete(TENANT, operation_id="DeleteTenant", opt=access.OPERATOR)
-    async def delete_tenant(self, tenant_id: UUID, tenants: TenantService, principal: Principal) -> None:
+    async def delete_tenant(
+        self, tenant_id: UUID, tenants: TenantService, principal: Principal
+    ) -> None:
         """Delete a tenant (its keys stop working; the row stays for the audit trail)."""
         await tenants.set_status(tenant_id, TenantStatus.DELETED, principal.actor)
 
@@ -76,8 +92,9 @@ class TenantController(Controller):
         return await tenants.quota(tenant_id)
 
     @put(f"{TENANT}/quota", operation_id="SetTenantQuota", opt=access.OPERATOR)
-    async def set_quota(self, tenant_id: UUID, data: QuotaUpdate, tenants: TenantService,
-                        principal: Principal) -> QuotaOut:
+    async def set_quota(
+        self, tenant_id: UUID, data: QuotaUpdate, tenants: TenantService, principal: Principal
+    ) -> QuotaOut:
         """Replace the tenant's quota overrides."""
         return await tenants.set_overrides(tenant_id, data.overrides, principal.actor)
 

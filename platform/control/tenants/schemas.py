@@ -10,8 +10,13 @@ import msgspec
 
 from loraplex.api.schemas import Input, Output
 
-Slug = Annotated[str, msgspec.Meta(pattern=r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$",
-                                  description="lowercase letters, digits and dashes")]
+Slug = Annotated[
+    str,
+    msgspec.Meta(
+        pattern=r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$",
+        description="lowercase letters, digits and dashes",
+    ),
+]
 Name = Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
 PlanName = Annotated[str, msgspec.Meta(pattern=r"^[a-z0-9][a-z0-9_-]{0,63}$")]
 Limits = dict[str, int]

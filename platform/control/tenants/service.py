@@ -8,12 +8,19 @@ from uuid import UUID
 from advanced_alchemy.repository import SQLAlchemyAsyncRepository
 from advanced_alchemy.service import SQLAlchemyAsyncRepositoryService
 from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from loraplex.control.audit.service import record
 from loraplex.control.quotas import check_limits, effective_limits
 from loraplex.control.tenants.schemas import PlanIn, QuotaOut, TenantCreate, TenantOut, TenantUpdate
 from loraplex.db.models import Plan, QuotaOverride, Tenant, TenantStatus
 from loraplex.errors import Conflict, InvalidInput, NotFound
+
+
+async def limits_of(session: AsyncSession, tenant_id: UUID) -> dict[str, int]:
+    """The limits in force for a tenant (plan merged with overrides)."""
+    tenant = await session.get_one(Tenant, tenant_id)
+    return effective_limits(tenant.plan.limits, tenant.override.limits if tenant.override else None)
 
 
 class PlanService(SQLAlchemyAsyncRepositoryService[Plan]):
@@ -38,7 +45,9 @@ class PlanService(SQLAlchemyAsyncRepositoryService[Plan]):
         limits = check_limits(data.limits)
         plan = await self.get_one_or_none(name=data.name)
         if plan is None:
-            plan = await self.create(Plan(name=data.name, description=data.description, limits=limits))
+            plan = await self.create(
+                Plan(name=data.name, description=data.description, limits=limits)
+            )
         else:
             plan.description, plan.limits = data.description, limits
             plan = await self.update(plan)
@@ -68,9 +77,18 @@ class TenantService(SQLAlchemyAsyncRepositoryService[Tenant]):
         if await self.exists(slug=data.slug):
             raise Conflict(f"tenant slug '{data.slug}' is already taken", param="slug")
         plan = await PlanService(session=self.repository.session).by_name(data.plan)
-        tenant = await self.create(Tenant(slug=data.slug, name=data.name, plan_id=plan.id, plan=plan))
-        record(self.repository.session, actor, "tenant.create", tenant, tenant_id=tenant.id,
-               slug=tenant.slug, plan=plan.name)
+        tenant = await self.create(
+            Tenant(slug=data.slug, name=data.name, plan_id=plan.id, plan=plan)
+        )
+        record(
+            self.repository.session,
+            actor,
+            "tenant.create",
+            tenant,
+            tenant_id=tenant.id,
+            slug=tenant.slug,
+            plan=plan.name,
+        )
         return tenant
 
     async def update_tenant(self, tenant_id: UUID, data: TenantUpdate, actor: str) -> Tenant:
@@ -84,7 +102,9 @@ class TenantService(SQLAlchemyAsyncRepositoryService[Tenant]):
             tenant.plan_id, tenant.plan = plan.id, plan
             changes["plan"] = plan.name
         tenant = await self.update(tenant)
-        record(self.repository.session, actor, "tenant.update", tenant, tenant_id=tenant.id, **changes)
+        record(
+            self.repository.session, actor, "tenant.update", tenant, tenant_id=tenant.id, **changes
+        )
         return tenant
 
     async def set_status(self, tenant_id: UUID, status: TenantStatus, actor: str) -> Tenant:
@@ -99,16 +119,24 @@ class TenantService(SQLAlchemyAsyncRepositoryService[Tenant]):
         """The tenant's limits: plan, overrides and effective."""
         tenant = await self.visible(tenant_id)
         overrides = dict(tenant.override.limits) if tenant.override else {}
-        return QuotaOut(tenant_id=tenant.id, plan=tenant.plan.name, plan_limits=dict(tenant.plan.limits),
-                        overrides=overrides, effective=effective_limits(tenant.plan.limits, overrides))
+        return QuotaOut(
+            tenant_id=tenant.id,
+            plan=tenant.plan.name,
+            plan_limits=dict(tenant.plan.limits),
+            overrides=overrides,
+            effective=effective_limits(tenant.plan.limits, overrides),
+        )
 
-    async def set_overrides(self, tenant_id: UUID, overrides: dict[str, int], actor: str) -> QuotaOut:
+    async def set_overrides(
+        self, tenant_id: UUID, overrides: dict[str, int], actor: str
+    ) -> QuotaOut:
         """Replace the tenant's quota overrides."""
         limits = check_limits(overrides, param="overrides")
         tenant = await self.visible(tenant_id)
         session = self.repository.session
-        row = (await session.execute(
-            select(QuotaOverride).where(QuotaOverride.tenant_id == tenant.id))).scalar_one_or_none()
+        row = (
+            await session.execute(select(QuotaOverride).where(QuotaOverride.tenant_id == tenant.id))
+        ).scalar_one_or_none()
         if row is None:
             session.add(QuotaOverride(tenant_id=tenant.id, limits=limits))
         else:
@@ -121,5 +149,12 @@ class TenantService(SQLAlchemyAsyncRepositoryService[Tenant]):
     @staticmethod
     def to_out(tenant: Tenant) -> TenantOut:
         """The API view of a tenant."""
-        return TenantOut(id=tenant.id, slug=tenant.slug, name=tenant.name, status=tenant.status,
-                         plan=tenant.plan.name, created_at=tenant.created_at, updated_at=tenant.updated_at)
+        return TenantOut(
+            id=tenant.id,
+            slug=tenant.slug,
+            name=tenant.name,
+            status=tenant.status,
+            plan=tenant.plan.name,
+            created_at=tenant.created_at,
+            updated_at=tenant.updated_at,
+        )

@@ -24,18 +24,27 @@ class UserController(Controller):
     dependencies = providers.create_service_dependencies(UserService, key="users")
 
     @post(USERS, operation_id="CreateUser", opt=access.tenant())
-    async def create_user(self, tenant_id: UUID, data: UserCreate, users: UserService,
-                          principal: Principal) -> UserOut:
+    async def create_user(
+        self, tenant_id: UUID, data: UserCreate, users: UserService, principal: Principal
+    ) -> UserOut:
         """Create a user in the tenant."""
-        return users.to_schema(await users.create_user(tenant_id, data, principal.actor), schema_type=UserOut)
+        return users.to_schema(
+            await users.create_user(tenant_id, data, principal.actor), schema_type=UserOut
+        )
 
     @get(USERS, operation_id="ListUsers", opt=access.tenant())
-    async def list_users(self, tenant_id: UUID, users: UserService, page: LimitOffset) -> OffsetPagination[UserOut]:
+    async def list_users(
+        self, tenant_id: UUID, users: UserService, page: LimitOffset
+    ) -> OffsetPagination[UserOut]:
         """The tenant's users."""
-        items, total = await users.get_many_and_count(page, OrderBy("email", "asc"), User.tenant_id == tenant_id)
+        items, total = await users.get_many_and_count(
+            page, OrderBy("email", "asc"), User.tenant_id == tenant_id
+        )
         return users.to_schema(items, total, filters=[page], schema_type=UserOut)
 
     @delete(f"{USERS}/{{user_id:uuid}}", operation_id="DeleteUser", opt=access.tenant())
-    async def delete_user(self, tenant_id: UUID, user_id: UUID, users: UserService, principal: Principal) -> None:
+    async def delete_user(
+        self, tenant_id: UUID, user_id: UUID, users: UserService, principal: Principal
+    ) -> None:
         """Delete a user of the tenant."""
         await users.remove(tenant_id, user_id, principal.actor)

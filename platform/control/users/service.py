@@ -73,11 +73,24 @@ class UserService(SQLAlchemyAsyncRepositoryService[User]):
         email = data.email.lower()
         if await self.exists(email=email):
             raise Conflict(f"a user with email '{email}' already exists", param="email")
-        user = await self.create(User(
-            email=email, name=data.name, role=data.role, tenant_id=tenant_id,
-            password_hash=hash_password(data.password) if data.password else None))
-        record(self.repository.session, actor, "user.create", user, tenant_id=tenant_id,
-               email=email, role=data.role)
+        user = await self.create(
+            User(
+                email=email,
+                name=data.name,
+                role=data.role,
+                tenant_id=tenant_id,
+                password_hash=hash_password(data.password) if data.password else None,
+            )
+        )
+        record(
+            self.repository.session,
+            actor,
+            "user.create",
+            user,
+            tenant_id=tenant_id,
+            email=email,
+            role=data.role,
+        )
         return user
 
     async def remove(self, tenant_id: UUID, user_id: UUID, actor: str) -> None:
@@ -86,4 +99,11 @@ class UserService(SQLAlchemyAsyncRepositoryService[User]):
         if user is None:
             raise NotFound("user not found")
         await self.delete(user.id)
-        record(self.repository.session, actor, "user.delete", user, tenant_id=tenant_id, email=user.email)
+        record(
+            self.repository.session,
+            actor,
+            "user.delete",
+            user,
+            tenant_id=tenant_id,
+            email=user.email,
+        )

@@ -1,6 +1,12 @@
 """Every table, imported in one place so Alembic and the metadata see them all."""
 
-from loraplex.db.models.adapters import Adapter, AdapterAlias, AdapterVersion, VersionSource, VersionStatus
+from loraplex.db.models.adapters import (
+    Adapter,
+    AdapterAlias,
+    AdapterVersion,
+    VersionSource,
+    VersionStatus,
+)
 from loraplex.db.models.audit import AuditEntry
 from loraplex.db.models.base_models import BaseModel
 from loraplex.db.models.engines import Engine, EngineKind, EngineStatus

@@ -7,8 +7,9 @@ from typing import Any
 from uuid import UUID
 
 from sqlalchemy import JSON, BigInteger, ForeignKey, String, UniqueConstraint
-from sqlalchemy.orm import Mapped, mapped_column
+from sqlalchemy.orm import Mapped, mapped_column, relationship
 
+from loraplex.db.models.base_models import BaseModel
 from loraplex.db.orm import Base
 
 
@@ -35,10 +36,13 @@ class Adapter(Base):
     __tablename__ = "adapters"
     __table_args__ = (UniqueConstraint("tenant_id", "name"),)
 
-    tenant_id: Mapped[UUID] = mapped_column(ForeignKey("tenants.id", ondelete="CASCADE"), index=True)
+    tenant_id: Mapped[UUID] = mapped_column(
+        ForeignKey("tenants.id", ondelete="CASCADE"), index=True
+    )
     name: Mapped[str] = mapped_column(String(64))
     base_model_id: Mapped[UUID] = mapped_column(ForeignKey("base_models.id", ondelete="RESTRICT"))
     description: Mapped[str] = mapped_column(String(1000), default="")
+    base_model: Mapped[BaseModel] = relationship(lazy="joined", innerjoin=True)
 
 
 class AdapterVersion(Base):
@@ -47,8 +51,12 @@ class AdapterVersion(Base):
     __tablename__ = "adapter_versions"
     __table_args__ = (UniqueConstraint("adapter_id", "number"),)
 
-    adapter_id: Mapped[UUID] = mapped_column(ForeignKey("adapters.id", ondelete="CASCADE"), index=True)
-    tenant_id: Mapped[UUID] = mapped_column(ForeignKey("tenants.id", ondelete="CASCADE"), index=True)
+    adapter_id: Mapped[UUID] = mapped_column(
+        ForeignKey("adapters.id", ondelete="CASCADE"), index=True
+    )
+    tenant_id: Mapped[UUID] = mapped_column(
+        ForeignKey("tenants.id", ondelete="CASCADE"), index=True
+    )
     number: Mapped[int]
     status: Mapped[VersionStatus] = mapped_column(String(16), default=VersionStatus.UPLOADING)
     source: Mapped[VersionSource] = mapped_column(String(16), default=VersionSource.UPLOAD)
@@ -69,7 +77,9 @@ class AdapterAlias(Base):
     __tablename__ = "adapter_aliases"
     __table_args__ = (UniqueConstraint("adapter_id", "name"),)
 
-    adapter_id: Mapped[UUID] = mapped_column(ForeignKey("adapters.id", ondelete="CASCADE"), index=True)
+    adapter_id: Mapped[UUID] = mapped_column(
+        ForeignKey("adapters.id", ondelete="CASCADE"), index=True
+    )
     name: Mapped[str] = mapped_column(String(64))
     version_id: Mapped[UUID] = mapped_column(ForeignKey("adapter_versions.id", ondelete="RESTRICT"))
     previous_version_id: Mapped[UUID | None] = mapped_column(

@@ -43,4 +43,6 @@ class Engine(Base):
     host_slots: Mapped[int]
     agent_url: Mapped[str] = mapped_column(String(500), default="")
     status: Mapped[EngineStatus] = mapped_column(String(16), default=EngineStatus.UNKNOWN)
-    last_heartbeat_at: Mapped[datetime | None] = mapped_column(DateTimeUTC(timezone=True), default=None)
+    last_heartbeat_at: Mapped[datetime | None] = mapped_column(
+        DateTimeUTC(timezone=True), default=None
+    )

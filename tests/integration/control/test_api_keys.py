@@ -12,7 +12,9 @@ from tests.conftest import Api
 
 async def _stored_key_row(database_url: str, prefix: str) -> dict[str, object]:
     url = make_url(database_url)
-    conn = await asyncpg.connect(user=url.username, host=url.host, port=url.port, database=url.database)
+    conn = await asyncpg.connect(
+        user=url.username, host=url.host, port=url.port, database=url.database
+    )
     try:
         row = await conn.fetchrow("SELECT * FROM api_keys WHERE prefix = $1", prefix)
     finally:
@@ -22,7 +24,9 @@ async def _stored_key_row(database_url: str, prefix: str) -> dict[str, object]:
 
 async def test_created_key_is_shown_once_and_works(make_tenant) -> None:
     tenant = await make_tenant()
-    created = await tenant.api.post(f"/api/v1/tenants/{tenant.id}/api-keys", json={"name": "ci", "scopes": ["read"]})
+    created = await tenant.api.post(
+        f"/api/v1/tenants/{tenant.id}/api-keys", json={"name": "ci", "scopes": ["read"]}
+    )
     assert created.status_code == 201
     secret = created.json()["key"]
     listed = (await tenant.api.get(f"/api/v1/tenants/{tenant.id}/api-keys")).json()["items"]
@@ -34,7 +38,9 @@ async def test_created_key_is_shown_once_and_works(make_tenant) -> None:
 
 async def test_only_a_hash_of_the_secret_is_stored(make_tenant, database_url: str) -> None:
     tenant = await make_tenant()
-    created = (await tenant.api.post(f"/api/v1/tenants/{tenant.id}/api-keys", json={"name": "h"})).json()
+    created = (
+        await tenant.api.post(f"/api/v1/tenants/{tenant.id}/api-keys", json={"name": "h"})
+    ).json()
     row = await _stored_key_row(database_url, created["prefix"])
     stored = " ".join(str(v) for v in row.values())
     assert created["key"] not in stored
@@ -43,7 +49,11 @@ async def test_only_a_hash_of_the_secret_is_stored(make_tenant, database_url: st
 
 async def test_revoked_key_is_refused(make_tenant) -> None:
     tenant = await make_tenant()
-    created = (await tenant.api.post(f"/api/v1/tenants/{tenant.id}/api-keys", json={"name": "r", "scopes": ["read"]})).json()
+    created = (
+        await tenant.api.post(
+            f"/api/v1/tenants/{tenant.id}/api-keys", json={"name": "r", "scopes": ["read"]}
+        )
+    ).json()
     revoked = await tenant.api.delete(f"/api/v1/tenants/{tenant.id}/api-keys/{created['id']}")
     assert revoked.status_code == 200 and revoked.json()["revoked_at"]
     response = await Api(tenant.api.client, created["key"]).get(f"/api/v1/tenants/{tenant.id}")
@@ -54,12 +64,20 @@ async def test_revoked_key_is_refused(make_tenant) -> None:
 async def test_expired_key_is_refused(make_tenant, database_url: str) -> None:
     tenant = await make_tenant()
     soon = (datetime.now(UTC) + timedelta(seconds=1)).isoformat()
-    created = (await tenant.api.post(f"/api/v1/tenants/{tenant.id}/api-keys",
-                                     json={"name": "e", "scopes": ["read"], "expires_at": soon})).json()
+    created = (
+        await tenant.api.post(
+            f"/api/v1/tenants/{tenant.id}/api-keys",
+            json={"name": "e", "scopes": ["read"], "expires_at": soon},
+        )
+    ).json()
     url = make_url(database_url)
-    conn = await asyncpg.connect(user=url.username, host=url.host, port=url.port, database=url.database)
-    await conn.execute("UPDATE api_keys SET expires_at = now() - interval '1 minute' WHERE id = $1",
-                       __import__("uuid").UUID(created["id"]))
+    conn = await asyncpg.connect(
+        user=url.username, host=url.host, port=url.port, database=url.database
+    )
+    await conn.execute(
+        "UPDATE api_keys SET expires_at = now() - interval '1 minute' WHERE id = $1",
+        __import__("uuid").UUID(created["id"]),
+    )
     await conn.close()
     response = await Api(tenant.api.client, created["key"]).get(f"/api/v1/tenants/{tenant.id}")
     assert response.status_code == 401
@@ -68,23 +86,33 @@ async def test_expired_key_is_refused(make_tenant, database_url: str) -> None:
 
 async def test_unknown_and_malformed_keys_are_refused(client) -> None:
     for header in ["Bearer lpx_0123456789_notarealsecret", "Bearer nonsense", "Basic abc", ""]:
-        response = await client.get("/api/v1/me", headers={"Authorization": header} if header else {})
+        response = await client.get(
+            "/api/v1/me", headers={"Authorization": header} if header else {}
+        )
         assert response.status_code == 401, header
         assert response.headers["content-type"].startswith("application/problem+json")
 
 
 async def test_key_scopes_must_be_tenant_scopes(make_tenant) -> None:
     tenant = await make_tenant()
-    response = await tenant.api.post(f"/api/v1/tenants/{tenant.id}/api-keys", json={"name": "x", "scopes": ["operator"]})
+    response = await tenant.api.post(
+        f"/api/v1/tenants/{tenant.id}/api-keys", json={"name": "x", "scopes": ["operator"]}
+    )
     assert response.status_code == 400
     assert "operator" in response.json()["detail"]
 
 
 async def test_read_scope_cannot_write(make_tenant) -> None:
     tenant = await make_tenant()
-    created = (await tenant.api.post(f"/api/v1/tenants/{tenant.id}/api-keys", json={"name": "ro", "scopes": ["read"]})).json()
+    created = (
+        await tenant.api.post(
+            f"/api/v1/tenants/{tenant.id}/api-keys", json={"name": "ro", "scopes": ["read"]}
+        )
+    ).json()
     reader = Api(tenant.api.client, created["key"])
-    response = await reader.post(f"/api/v1/tenants/{tenant.id}/api-keys", json={"name": "escalate", "scopes": ["admin"]})
+    response = await reader.post(
+        f"/api/v1/tenants/{tenant.id}/api-keys", json={"name": "escalate", "scopes": ["admin"]}
+    )
     assert response.status_code == 403
     assert "admin" in response.json()["detail"]
 

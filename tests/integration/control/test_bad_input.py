@@ -25,17 +25,22 @@ def _is_problem(response, status: int) -> dict:
 
 async def test_malformed_json_is_a_400(operator: Api) -> None:
     before = await _tenant_count(operator)
-    response = await operator.post("/api/v1/tenants", content=b'{"slug": "a",', headers={"content-type": "application/json"})
+    response = await operator.post(
+        "/api/v1/tenants", content=b'{"slug": "a",', headers={"content-type": "application/json"}
+    )
     _is_problem(response, 400)
     assert await _tenant_count(operator) == before
 
 
-@pytest.mark.parametrize("body, field", [
-    ({"slug": 5, "name": "x"}, "slug"),
-    ({"slug": "Not A Slug!", "name": "x"}, "slug"),
-    ({"slug": "ok-slug", "name": ""}, "name"),
-    ({"name": "missing slug"}, "slug"),
-])
+@pytest.mark.parametrize(
+    "body, field",
+    [
+        ({"slug": 5, "name": "x"}, "slug"),
+        ({"slug": "Not A Slug!", "name": "x"}, "slug"),
+        ({"slug": "ok-slug", "name": ""}, "name"),
+        ({"name": "missing slug"}, "slug"),
+    ],
+)
 async def test_wrong_types_and_values_name_the_field(operator: Api, body: dict, field: str) -> None:
     before = await _tenant_count(operator)
     problem = _is_problem(await operator.post("/api/v1/tenants", json=body), 400)
@@ -44,12 +49,21 @@ async def test_wrong_types_and_values_name_the_field(operator: Api, body: dict, 
 
 
 async def test_unknown_fields_are_refused(operator: Api) -> None:
-    problem = _is_problem(await operator.post("/api/v1/tenants", json={"slug": "u-x", "name": "x", "colour": "red"}), 400)
+    problem = _is_problem(
+        await operator.post("/api/v1/tenants", json={"slug": "u-x", "name": "x", "colour": "red"}),
+        400,
+    )
     assert "colour" in problem["detail"]
 
 
 async def test_unknown_plan_is_refused(operator: Api) -> None:
-    problem = _is_problem(await operator.post("/api/v1/tenants", json={"slug": f"p-{secrets.token_hex(2)}", "name": "x", "plan": "platinum"}), 400)
+    problem = _is_problem(
+        await operator.post(
+            "/api/v1/tenants",
+            json={"slug": f"p-{secrets.token_hex(2)}", "name": "x", "plan": "platinum"},
+        ),
+        400,
+    )
     assert "platinum" in problem["detail"]
 
 
@@ -59,16 +73,22 @@ async def test_oversized_body_is_a_413(operator: Api, settings) -> None:
     _is_problem(response, 413)
 
 
-@pytest.mark.parametrize("params", [{"page": 0}, {"page": -1}, {"page_size": 0}, {"page_size": 10_000}, {"page": "two"}])
+@pytest.mark.parametrize(
+    "params", [{"page": 0}, {"page": -1}, {"page_size": 0}, {"page_size": 10_000}, {"page": "two"}]
+)
 async def test_bad_pagination_is_a_400(operator: Api, params: dict) -> None:
     _is_problem(await operator.get("/api/v1/tenants", params=params), 400)
 
 
 async def test_duplicate_slug_is_a_409_naming_it(operator: Api) -> None:
     slug = f"dup-{secrets.token_hex(3)}"
-    assert (await operator.post("/api/v1/tenants", json={"slug": slug, "name": "a"})).status_code == 201
+    assert (
+        await operator.post("/api/v1/tenants", json={"slug": slug, "name": "a"})
+    ).status_code == 201
     before = await _tenant_count(operator)
-    problem = _is_problem(await operator.post("/api/v1/tenants", json={"slug": slug, "name": "b"}), 409)
+    problem = _is_problem(
+        await operator.post("/api/v1/tenants", json={"slug": slug, "name": "b"}), 409
+    )
     assert slug in problem["detail"]
     assert await _tenant_count(operator) == before
 
@@ -81,9 +101,17 @@ async def test_tenant_key_on_operator_route_is_a_403(make_tenant) -> None:
 
 async def test_unknown_quota_name_is_refused(operator: Api, make_tenant) -> None:
     tenant = await make_tenant()
-    problem = _is_problem(await operator.put(f"/api/v1/tenants/{tenant.id}/quota", json={"overrides": {"gpus": 3}}), 400)
+    problem = _is_problem(
+        await operator.put(f"/api/v1/tenants/{tenant.id}/quota", json={"overrides": {"gpus": 3}}),
+        400,
+    )
     assert "gpus" in problem["detail"]
-    problem = _is_problem(await operator.put(f"/api/v1/tenants/{tenant.id}/quota", json={"overrides": {"max_rank": -1}}), 400)
+    problem = _is_problem(
+        await operator.put(
+            f"/api/v1/tenants/{tenant.id}/quota", json={"overrides": {"max_rank": -1}}
+        ),
+        400,
+    )
     assert "max_rank" in problem["detail"]
 
 
@@ -97,7 +125,15 @@ async def test_unknown_route_is_a_problem_404(operator: Api) -> None:
 
 
 async def test_base_model_with_bad_module_shapes_is_refused(operator: Api) -> None:
-    body = {"name": f"m{secrets.token_hex(2)}", "source": "/models/x", "architecture": "LlamaForCausalLM",
-            "hidden_size": 64, "num_layers": 2, "vocab_size": 100, "max_context": 128, "modules": {"q_proj": [64]}}
+    body = {
+        "name": f"m{secrets.token_hex(2)}",
+        "source": "/models/x",
+        "architecture": "LlamaForCausalLM",
+        "hidden_size": 64,
+        "num_layers": 2,
+        "vocab_size": 100,
+        "max_context": 128,
+        "modules": {"q_proj": [64]},
+    }
     problem = _is_problem(await operator.post("/api/v1/base-models", json=body), 400)
     assert "q_proj" in problem["detail"]

@@ -35,6 +35,8 @@ async def test_metrics_count_requests_by_route_template(client, operator) -> Non
 
 async def test_openapi_document_lists_every_operation_with_an_id(client) -> None:
     schema = (await client.get("/schema/openapi.json")).json()
-    operations = [op for path in schema["paths"].values() for op in path.values() if isinstance(op, dict)]
+    operations = [
+        op for path in schema["paths"].values() for op in path.values() if isinstance(op, dict)
+    ]
     assert operations and all(op.get("operationId") for op in operations)
     assert "/api/v1/tenants" in schema["paths"]

@@ -17,6 +17,7 @@ import uuid
 from litestar import Litestar
 
 from tests.conftest import Api
+from tests.support.adapter_api import create_adapter, ensure_tiny_base, upload_valid
 
 # Tenant-accessible routes with no tenant in the path, and why they are safe.
 GLOBAL_TENANT_ROUTES = {
@@ -41,22 +42,46 @@ def _routes(app: Litestar) -> list[tuple[str, str, dict[str, object]]]:
 def _fill(path: str, values: dict[str, str]) -> str:
     def value(match: re.Match[str]) -> str:
         name = match.group(1)
-        return values.get(name, str(uuid.uuid4()) if match.group(2) == "uuid" else "x")
+        default = {"uuid": str(uuid.uuid4()), "int": "1"}.get(match.group(2), "x")
+        return values.get(name, default)
 
     return re.sub(r"\{(\w+):(\w+)\}", value, path)
 
 
 async def test_every_route_declares_an_access_rule(app: Litestar) -> None:
-    undeclared = [(m, p) for m, p, opt in _routes(app) if opt.get("access") not in {"public", "operator", "tenant"}]
+    undeclared = [
+        (m, p)
+        for m, p, opt in _routes(app)
+        if opt.get("access") not in {"public", "operator", "tenant"}
+    ]
     assert undeclared == []
 
 
-async def test_another_tenants_objects_are_not_found_on_every_route(app: Litestar, make_tenant) -> None:
+async def test_another_tenants_objects_are_not_found_on_every_route(
+    app: Litestar, make_tenant, operator: Api, tmp_path
+) -> None:
     owner, intruder = await make_tenant(), await make_tenant()
-    user = await owner.api.post(f"/api/v1/tenants/{owner.id}/users",
-                                json={"email": f"u{secrets.token_hex(3)}@example.com"})
+    user = await owner.api.post(
+        f"/api/v1/tenants/{owner.id}/users", json={"email": f"u{secrets.token_hex(3)}@example.com"}
+    )
     key = await owner.api.post(f"/api/v1/tenants/{owner.id}/api-keys", json={"name": "k"})
-    ids = {"tenant_id": owner.id, "user_id": user.json()["id"], "key_id": key.json()["id"]}
+    await ensure_tiny_base(operator)
+    adapter = await create_adapter(owner.api, owner.id)
+    await upload_valid(owner.api, owner.id, adapter, tmp_path / "v1")
+    assert (
+        await owner.api.put(
+            f"/api/v1/tenants/{owner.id}/adapters/{adapter}/aliases/prod", json={"version": 1}
+        )
+    ).status_code == 200
+    ids = {
+        "tenant_id": owner.id,
+        "user_id": user.json()["id"],
+        "key_id": key.json()["id"],
+        "adapter": adapter,
+        "number": "1",
+        "alias": "prod",
+        "filename": "adapter_model.safetensors",
+    }
     checked = 0
     for method, path, opt in _routes(app):
         if "{tenant_id" not in path or opt.get("access") != "tenant":
@@ -64,11 +89,19 @@ async def test_another_tenants_objects_are_not_found_on_every_route(app: Litesta
         response = await intruder.api.request(method, _fill(path, ids), json={})
         assert response.status_code == 404, f"{method} {path} answered {response.status_code}"
         checked += 1
-    assert checked >= 9  # grows as routes are added
+    assert checked >= 20  # grows as routes are added
     # and nothing was changed by the attempts
     assert len((await owner.api.get(f"/api/v1/tenants/{owner.id}/users")).json()["items"]) == 1
     keys = (await owner.api.get(f"/api/v1/tenants/{owner.id}/api-keys")).json()["items"]
     assert all(k["revoked_at"] is None for k in keys)
+    version = (
+        await owner.api.get(f"/api/v1/tenants/{owner.id}/adapters/{adapter}/versions/1")
+    ).json()
+    assert version["status"] == "ready"
+    alias = (
+        await owner.api.get(f"/api/v1/tenants/{owner.id}/adapters/{adapter}/aliases/prod")
+    ).json()
+    assert alias["version"] == 1
 
 
 async def test_operator_routes_refuse_tenant_keys(app: Litestar, make_tenant) -> None:
@@ -81,8 +114,13 @@ async def test_operator_routes_refuse_tenant_keys(app: Litestar, make_tenant) ->
 
 
 async def test_tenant_routes_without_a_tenant_in_the_path_are_reviewed(app: Litestar) -> None:
-    unreviewed = [(m, p) for m, p, opt in _routes(app)
-                  if opt.get("access") == "tenant" and "{tenant_id" not in p and (m, p) not in GLOBAL_TENANT_ROUTES]
+    unreviewed = [
+        (m, p)
+        for m, p, opt in _routes(app)
+        if opt.get("access") == "tenant"
+        and "{tenant_id" not in p
+        and (m, p) not in GLOBAL_TENANT_ROUTES
+    ]
     assert unreviewed == []
 
 

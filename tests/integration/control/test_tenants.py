@@ -9,7 +9,9 @@ from tests.conftest import Api
 
 async def test_operator_creates_lists_and_reads_a_tenant(operator: Api) -> None:
     slug = f"acme-{secrets.token_hex(3)}"
-    created = await operator.post("/api/v1/tenants", json={"slug": slug, "name": "Acme", "plan": "pro"})
+    created = await operator.post(
+        "/api/v1/tenants", json={"slug": slug, "name": "Acme", "plan": "pro"}
+    )
     assert created.status_code == 201
     body = created.json()
     assert body["slug"] == slug and body["plan"] == "pro" and body["status"] == "active"
@@ -28,14 +30,20 @@ async def test_tenant_key_reads_its_own_tenant(make_tenant) -> None:
 
 async def test_update_changes_name_and_plan(operator: Api, make_tenant) -> None:
     tenant = await make_tenant()
-    response = await operator.patch(f"/api/v1/tenants/{tenant.id}", json={"name": "Renamed", "plan": "free"})
+    response = await operator.patch(
+        f"/api/v1/tenants/{tenant.id}", json={"name": "Renamed", "plan": "free"}
+    )
     assert response.status_code == 200
     assert response.json()["name"] == "Renamed" and response.json()["plan"] == "free"
 
 
-async def test_suspended_tenant_keys_are_refused_until_resumed(operator: Api, make_tenant, app) -> None:
+async def test_suspended_tenant_keys_are_refused_until_resumed(
+    operator: Api, make_tenant, app
+) -> None:
     tenant = await make_tenant()
-    assert (await operator.post(f"/api/v1/tenants/{tenant.id}/suspend")).json()["status"] == "suspended"
+    assert (await operator.post(f"/api/v1/tenants/{tenant.id}/suspend")).json()[
+        "status"
+    ] == "suspended"
     app.state.authenticator.forget_all()
     refused = await tenant.api.get(f"/api/v1/tenants/{tenant.id}")
     assert refused.status_code == 403
@@ -55,8 +63,10 @@ async def test_deleted_tenant_is_gone(operator: Api, make_tenant) -> None:
 
 async def test_quota_shows_plan_overrides_and_effective_limits(operator: Api, make_tenant) -> None:
     tenant = await make_tenant(plan="free")
-    response = await operator.put(f"/api/v1/tenants/{tenant.id}/quota",
-                                  json={"overrides": {"max_adapters": 50, "requests_per_minute": 7}})
+    response = await operator.put(
+        f"/api/v1/tenants/{tenant.id}/quota",
+        json={"overrides": {"max_adapters": 50, "requests_per_minute": 7}},
+    )
     assert response.status_code == 200
     quota = (await tenant.api.get(f"/api/v1/tenants/{tenant.id}/quota")).json()
     assert quota["plan"] == "free"
@@ -67,7 +77,9 @@ async def test_quota_shows_plan_overrides_and_effective_limits(operator: Api, ma
 
 async def test_tenant_cannot_raise_its_own_quota(make_tenant) -> None:
     tenant = await make_tenant()
-    response = await tenant.api.put(f"/api/v1/tenants/{tenant.id}/quota", json={"overrides": {"max_adapters": 9999}})
+    response = await tenant.api.put(
+        f"/api/v1/tenants/{tenant.id}/quota", json={"overrides": {"max_adapters": 9999}}
+    )
     assert response.status_code == 403
 
 

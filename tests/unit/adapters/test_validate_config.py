@@ -6,8 +6,8 @@ import hashlib
 from pathlib import Path
 
 import pytest
-from loraplex.adapters import AdapterRejected, Rejection, ValidationLimits, validate_adapter_dir
 
+from loraplex.adapters import AdapterRejected, Rejection, ValidationLimits, validate_adapter_dir
 from tests.support.lora_files import DELETE, TINY_BASE, write_adapter
 
 

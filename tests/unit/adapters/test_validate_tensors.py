@@ -6,8 +6,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from loraplex.adapters import AdapterRejected, Rejection, ValidationLimits, validate_adapter_dir
 
+from loraplex.adapters import AdapterRejected, Rejection, ValidationLimits, validate_adapter_dir
 from tests.support.lora_files import (
     TINY_BASE,
     lora_tensor_name,

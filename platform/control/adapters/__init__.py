@@ -1,0 +1,1 @@
+"""Control plane: adapters, their versions and aliases."""

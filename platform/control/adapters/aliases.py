@@ -1,0 +1,163 @@
+"""Aliases: movable names for versions, with rollback and a weighted canary."""
+
+from __future__ import annotations
+
+from uuid import UUID
+
+from advanced_alchemy.repository import SQLAlchemyAsyncRepository
+from advanced_alchemy.service import SQLAlchemyAsyncRepositoryService
+from sqlalchemy import select
+
+from loraplex.control.adapters.schemas import AliasOut
+from loraplex.control.audit.service import record
+from loraplex.db.models import Adapter, AdapterAlias, AdapterVersion, VersionStatus
+from loraplex.errors import Conflict, InvalidInput, NotFound
+
+RESERVED_ALIAS = "v"  # "v<N>" addresses a version number in `model` strings
+
+
+class AliasService(SQLAlchemyAsyncRepositoryService[AdapterAlias]):
+    """Aliases of a tenant's adapters."""
+
+    class Repo(SQLAlchemyAsyncRepository[AdapterAlias]):
+        """Adapter aliases."""
+
+        model_type = AdapterAlias
+
+    repository_type = Repo
+
+    async def named(self, adapter: Adapter, name: str) -> AdapterAlias:
+        """The alias `name` of `adapter`, or 404."""
+        alias = await self.get_one_or_none(adapter_id=adapter.id, name=name)
+        if alias is None:
+            raise NotFound(f"alias '{name}' of adapter '{adapter.name}' not found")
+        return alias
+
+    async def point(self, adapter: Adapter, name: str, number: int, actor: str) -> AdapterAlias:
+        """Point (promote) an alias at a ready version; the old target becomes `previous`."""
+        if name[:1] == RESERVED_ALIAS and name[1:].isdigit():
+            raise InvalidInput(f"alias '{name}' would read as a version number", param="name")
+        version = await self._ready_version(adapter, number, "version")
+        alias = await self.get_one_or_none(adapter_id=adapter.id, name=name)
+        if alias is None:
+            alias = await self.create(
+                AdapterAlias(adapter_id=adapter.id, name=name, version_id=version.id)
+            )
+        elif alias.version_id != version.id:
+            alias.previous_version_id, alias.version_id = alias.version_id, version.id
+            if alias.canary_version_id == version.id:  # promoting the canary ends the canary
+                alias.canary_version_id, alias.canary_weight = None, 0
+            alias = await self.update(alias)
+        record(
+            self.repository.session,
+            actor,
+            "alias.set",
+            alias,
+            tenant_id=adapter.tenant_id,
+            adapter=adapter.name,
+            alias=name,
+            version=number,
+        )
+        return alias
+
+    async def rollback(self, adapter: Adapter, name: str, actor: str) -> AdapterAlias:
+        """Swap the alias back to its previous target."""
+        alias = await self.named(adapter, name)
+        if alias.previous_version_id is None:
+            raise Conflict(f"alias '{name}' has no previous version to roll back to")
+        previous = await self.repository.session.get_one(AdapterVersion, alias.previous_version_id)
+        if previous.status != VersionStatus.READY:
+            raise Conflict(f"the previous version {previous.number} is {previous.status}")
+        alias.version_id, alias.previous_version_id = alias.previous_version_id, alias.version_id
+        alias = await self.update(alias)
+        record(
+            self.repository.session,
+            actor,
+            "alias.rollback",
+            alias,
+            tenant_id=adapter.tenant_id,
+            adapter=adapter.name,
+            alias=name,
+            version=previous.number,
+        )
+        return alias
+
+    async def set_canary(
+        self, adapter: Adapter, name: str, number: int | None, weight: int, actor: str
+    ) -> AdapterAlias:
+        """Send `weight`% of the alias's traffic to version `number` (weight 0 ends the canary)."""
+        alias = await self.named(adapter, name)
+        if weight == 0 or number is None:
+            alias.canary_version_id, alias.canary_weight = None, 0
+        else:
+            version = await self._ready_version(adapter, number, "version")
+            if version.id == alias.version_id:
+                raise InvalidInput(
+                    f"version {number} is already the alias's target", param="version"
+                )
+            alias.canary_version_id, alias.canary_weight = version.id, weight
+        alias = await self.update(alias)
+        record(
+            self.repository.session,
+            actor,
+            "alias.canary",
+            alias,
+            tenant_id=adapter.tenant_id,
+            adapter=adapter.name,
+            alias=name,
+            version=number,
+            weight=weight,
+        )
+        return alias
+
+    async def remove(self, adapter: Adapter, name: str, actor: str) -> None:
+        """Delete an alias."""
+        alias = await self.named(adapter, name)
+        await self.delete(alias.id)
+        record(
+            self.repository.session,
+            actor,
+            "alias.delete",
+            alias,
+            tenant_id=adapter.tenant_id,
+            adapter=adapter.name,
+            alias=name,
+        )
+
+    async def _ready_version(self, adapter: Adapter, number: int, param: str) -> AdapterVersion:
+        version = (
+            await self.repository.session.execute(
+                select(AdapterVersion).where(
+                    AdapterVersion.adapter_id == adapter.id, AdapterVersion.number == number
+                )
+            )
+        ).scalar_one_or_none()
+        if version is None:
+            raise NotFound(f"version {number} of adapter '{adapter.name}' not found")
+        if version.status != VersionStatus.READY:
+            raise Conflict(
+                f"version {number} is {version.status}; only ready versions can be served",
+                param=param,
+            )
+        return version
+
+    async def to_out(self, alias: AdapterAlias) -> AliasOut:
+        """The API view of an alias, with version numbers instead of ids."""
+        numbers = await self._numbers(
+            [alias.version_id, alias.previous_version_id, alias.canary_version_id]
+        )
+        return AliasOut(
+            name=alias.name,
+            version=numbers[alias.version_id],
+            previous_version=numbers.get(alias.previous_version_id),
+            canary_version=numbers.get(alias.canary_version_id),
+            canary_weight=alias.canary_weight,
+            updated_at=alias.updated_at,
+        )
+
+    async def _numbers(self, ids: list[UUID | None]) -> dict[UUID | None, int]:
+        wanted = [i for i in ids if i is not None]
+        rows = await self.repository.session.execute(
+            select(AdapterVersion.id, AdapterVersion.number).where(AdapterVersion.id.in_(wanted))
+        )
+        return {row.id: row.number for row in rows}
