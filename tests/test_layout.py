@@ -10,8 +10,13 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_stdlib_platform_module_is_not_shadowed_from_repo_root() -> None:
-    result = subprocess.run([sys.executable, "-c", "import platform, uuid; platform.system()"],
-                            cwd=ROOT, capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-c", "import platform, uuid; platform.system()"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 0, result.stderr
 
 

@@ -45,12 +45,15 @@ def check_access(connection: ASGIConnection[Any, Any, Any, Any], handler: BaseRo
     _check_tenant_route(connection, handler, principal)
 
 
-def _check_tenant_route(connection: ASGIConnection[Any, Any, Any, Any], handler: BaseRouteHandler,
-                        principal: Principal) -> None:
+def _check_tenant_route(
+    connection: ASGIConnection[Any, Any, Any, Any], handler: BaseRouteHandler, principal: Principal
+) -> None:
     raw_tenant = connection.path_params.get("tenant_id")
     if raw_tenant is not None and not principal.can_see_tenant(_as_uuid(raw_tenant)):
         raise NotFound("tenant not found")
-    scope = handler.opt.get("scope") or (Scope.READ if connection.scope.get("method") == "GET" else Scope.ADMIN)
+    scope = handler.opt.get("scope") or (
+        Scope.READ if connection.scope.get("method") == "GET" else Scope.ADMIN
+    )
     if not principal.has_scope(scope):
         raise Forbidden(f"API key lacks the '{scope}' scope")
 

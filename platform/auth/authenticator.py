@@ -26,7 +26,11 @@ LAST_USED_RESOLUTION_S = 60.0  # write last_used_at at most once a minute per ke
 class KeyAuthenticator:
     """Looks keys up by prefix and checks their hash, expiry, revocation and tenant status."""
 
-    def __init__(self, session_factory: Callable[[], AsyncSession], clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self,
+        session_factory: Callable[[], AsyncSession],
+        clock: Callable[[], float] = time.monotonic,
+    ):
         self._session_factory = session_factory
         self._clock = clock
         self._cache: dict[str, tuple[float, Principal]] = {}

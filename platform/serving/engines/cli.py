@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import click
+
 from loraplex.serving.engines.launcher import (
     EngineConfig,
     EngineStartError,
@@ -21,7 +23,7 @@ _DEFAULTS = EngineConfig()
 def _config(state_dir: Path, **values: object) -> EngineConfig:
     """An engine config from CLI options; `None` options keep their defaults."""
     chosen = {key: value for key, value in values.items() if value is not None}
-    return EngineConfig(state_dir=state_dir, **chosen)  # type: ignore[arg-type]
+    return replace(EngineConfig(state_dir=state_dir), **chosen)
 
 
 _state_dir_option = click.option(
@@ -39,21 +41,48 @@ def engine() -> None:
 
 
 @engine.command("start")
-@click.option("--model", "model_dir", type=click.Path(file_okay=False, path_type=Path),
-              default=_DEFAULTS.model_dir, show_default=True,
-              help="Base model directory; generated with `make_model` if missing.")
+@click.option(
+    "--model",
+    "model_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=_DEFAULTS.model_dir,
+    show_default=True,
+    help="Base model directory; generated with `make_model` if missing.",
+)
 @click.option("--port", type=int, default=_DEFAULTS.port, show_default=True)
 @click.option("--max-lora-rank", type=int, default=_DEFAULTS.max_lora_rank, show_default=True)
-@click.option("--max-loras", type=int, default=_DEFAULTS.max_loras, show_default=True,
-              help="Adapters active in one batch (vLLM --max-loras).")
-@click.option("--max-cpu-loras", type=int, default=_DEFAULTS.max_cpu_loras, show_default=True,
-              help="Adapters held in host memory (vLLM --max-cpu-loras).")
+@click.option(
+    "--max-loras",
+    type=int,
+    default=_DEFAULTS.max_loras,
+    show_default=True,
+    help="Adapters active in one batch (vLLM --max-loras).",
+)
+@click.option(
+    "--max-cpu-loras",
+    type=int,
+    default=_DEFAULTS.max_cpu_loras,
+    show_default=True,
+    help="Adapters held in host memory (vLLM --max-cpu-loras).",
+)
 @_state_dir_option
-def start(model_dir: Path, port: int, max_lora_rank: int, max_loras: int, max_cpu_loras: int,
-          state_dir: Path) -> None:
+def start(
+    model_dir: Path,
+    port: int,
+    max_lora_rank: int,
+    max_loras: int,
+    max_cpu_loras: int,
+    state_dir: Path,
+) -> None:
     """Install (first time) and start the engine, or reuse the healthy one; print its URL."""
-    config = _config(state_dir, model_dir=model_dir, port=port, max_lora_rank=max_lora_rank,
-                     max_loras=max_loras, max_cpu_loras=max_cpu_loras)
+    config = _config(
+        state_dir,
+        model_dir=model_dir,
+        port=port,
+        max_lora_rank=max_lora_rank,
+        max_loras=max_loras,
+        max_cpu_loras=max_cpu_loras,
+    )
     try:
         info = start_engine(config, say=lambda line: click.echo(line, err=True))
     except EngineStartError as exc:

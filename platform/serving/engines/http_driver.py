@@ -15,6 +15,8 @@ from typing import Any
 
 import httpx
 import msgspec
+from prometheus_client.parser import text_string_to_metric_families
+
 from loraplex.serving.engines.openai_wire import ModelCard, decode_models
 from loraplex.serving.engines.protocol import (
     ABORTED,
@@ -25,7 +27,6 @@ from loraplex.serving.engines.protocol import (
     EngineUnavailable,
     GenerateChunk,
 )
-from prometheus_client.parser import text_string_to_metric_families
 
 JSON_HEADERS = {"content-type": "application/json"}
 DONE = b"[DONE]"

@@ -143,7 +143,9 @@ def venv_is_ready(config: EngineConfig) -> bool:
         "    except m.PackageNotFoundError: pass\n"
         "sys.exit(0 if ok else 1)\n"
     )
-    result = subprocess.run([str(config.python), "-c", probe], capture_output=True, check=False)
+    # S603: every argument comes from this module or the operator's own config, not a request.
+    command = [str(config.python), "-c", probe]
+    result = subprocess.run(command, capture_output=True, check=False)  # noqa: S603
     return result.returncode == 0
 
 
@@ -156,7 +158,7 @@ def ensure_venv(config: EngineConfig, say: Say) -> None:
         if step[1:3] == ["-m", "venv"] and config.python.exists():
             continue
         # The uninstall is allowed to find nothing; every other step must succeed.
-        result = subprocess.run(step, check=False)
+        result = subprocess.run(step, check=False)  # noqa: S603
         if result.returncode != 0 and "uninstall" not in step:
             raise EngineStartError(f"engine install step failed: {' '.join(step)}")
 
@@ -214,12 +216,13 @@ def start_engine(config: EngineConfig, say: Say = print) -> EngineInfo:
     """Start the engine in the background, or reuse the healthy one already running."""
     with _launch_lock(config):
         pid = read_pid(config)
-        info = read_info(config)
-        if pid is not None and info is not None:
+        if pid is not None:
             _wait_healthy(config, pid)  # it may still be starting
-            return _replace_reused(info)
+            return _replace_reused(read_info(config) or _info_for(config, pid))
         if pid is None and is_healthy(config.url):
-            raise EngineStartError(f"{config.url} is taken by an engine this launcher did not start")
+            raise EngineStartError(
+                f"{config.url} is taken by an engine this launcher did not start"
+            )
         ensure_venv(config, say)
         ensure_model(config.model_dir, say)
         return _spawn(config, say)
@@ -236,7 +239,7 @@ def _spawn(config: EngineConfig, say: Say) -> EngineInfo:
     """Run the server detached, record it, and wait until it answers."""
     started = time.monotonic()
     with open(config.log_file, "ab") as log:
-        process = subprocess.Popen(
+        process = subprocess.Popen(  # noqa: S603
             server_command(config),
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -246,16 +249,21 @@ def _spawn(config: EngineConfig, say: Say) -> EngineInfo:
     config.pid_file.write_text(str(process.pid))
     say(f"engine starting (pid {process.pid}), log in {config.log_file}")
     _wait_healthy(config, process.pid, process)
-    info = EngineInfo(
+    info = _info_for(config, process.pid, startup_s=round(time.monotonic() - started, 1))
+    config.info_file.write_text(json.dumps(asdict(info)))
+    return info
+
+
+def _info_for(config: EngineConfig, pid: int, startup_s: float = 0.0) -> EngineInfo:
+    """The record of the engine `config` describes, running as `pid`."""
+    return EngineInfo(
         url=config.url,
-        pid=process.pid,
+        pid=pid,
         model_dir=str(config.model_dir.resolve()),
         served_model=config.model_dir.name,
         log_file=str(config.log_file),
-        startup_s=round(time.monotonic() - started, 1),
+        startup_s=startup_s,
     )
-    config.info_file.write_text(json.dumps(asdict(info)))
-    return info
 
 
 def _wait_healthy(

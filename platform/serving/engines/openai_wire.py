@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
+
 from loraplex.serving.engines.protocol import EngineRejected, GenerateChunk, GenerateRequest
 
 CHAT_PATH = "/v1/chat/completions"

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 import msgspec
+
 from loraplex.errors import LoraplexError
 
 #: OpenAI chat messages as the gateway validated them: `{"role": ..., "content": ...}`.

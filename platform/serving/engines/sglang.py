@@ -20,6 +20,7 @@ from typing import Any
 
 import httpx
 import msgspec
+
 from loraplex.serving.engines.http_driver import (
     STREAM_BROKEN,
     DriverTimeouts,

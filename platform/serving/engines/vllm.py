@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
+
 from loraplex.serving.engines.http_driver import (
     STREAM_BROKEN,
     HttpDriver,

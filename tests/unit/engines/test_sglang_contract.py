@@ -83,8 +83,11 @@ async def collect(driver: SglangDriver, request: GenerateRequest) -> list[Genera
 
 
 async def test_load_sends_name_path_and_pinned(driver, fake_engine):
-    fake_engine.on("POST", "/load_lora_adapter",
-                   httpx.Response(200, json=update_output(True, {"ad-v1": "/cache/ad-v1"})))
+    fake_engine.on(
+        "POST",
+        "/load_lora_adapter",
+        httpx.Response(200, json=update_output(True, {"ad-v1": "/cache/ad-v1"})),
+    )
     await driver.load("ad-v1", Path("/cache/ad-v1"), pinned=True)
     assert fake_engine.sent("/load_lora_adapter") == {
         "lora_name": "ad-v1", "lora_path": "/cache/ad-v1", "pinned": True,
@@ -108,8 +111,9 @@ async def test_load_of_a_name_taken_by_another_path_is_rejected(driver, fake_eng
 
 async def test_load_over_the_pool_rank_carries_the_engine_message(driver, fake_engine):
     error = "LoRA adapter big with rank 128 is incompatible with the current LoRA memory pool"
-    fake_engine.on("POST", "/load_lora_adapter",
-                   httpx.Response(400, json=update_output(False, {}, error)))
+    fake_engine.on(
+        "POST", "/load_lora_adapter", httpx.Response(400, json=update_output(False, {}, error))
+    )
     with pytest.raises(EngineRejected, match="rank 128 is incompatible") as raised:
         await driver.load("big", Path("/cache/big"))
     assert raised.value.engine_status == 400
@@ -123,7 +127,9 @@ async def test_load_answered_by_a_plain_500_is_rejected(driver, fake_engine):
 
 
 async def test_unload_sends_only_the_name(driver, fake_engine):
-    fake_engine.on("POST", "/unload_lora_adapter", httpx.Response(200, json=update_output(True, {})))
+    fake_engine.on(
+        "POST", "/unload_lora_adapter", httpx.Response(200, json=update_output(True, {}))
+    )
     await driver.unload("ad-v1")
     assert fake_engine.sent("/unload_lora_adapter") == {"lora_name": "ad-v1"}
 
@@ -137,8 +143,9 @@ async def test_unload_of_an_unknown_name_is_a_no_op(driver, fake_engine):
 
 async def test_unload_that_fails_part_way_is_rejected(driver, fake_engine):
     error = "ad-v1 has an incomplete unload. Retry the unload"
-    fake_engine.on("POST", "/unload_lora_adapter",
-                   httpx.Response(400, json=update_output(False, {}, error)))
+    fake_engine.on(
+        "POST", "/unload_lora_adapter", httpx.Response(400, json=update_output(False, {}, error))
+    )
     with pytest.raises(EngineRejected, match="incomplete unload"):
         await driver.unload("ad-v1")
 
@@ -157,8 +164,9 @@ def test_an_adapter_is_selected_as_base_colon_name_never_bare():
 async def test_chat_names_the_adapter_in_model_and_lora_path_with_our_rid(driver, fake_engine):
     body = fake_engine.sse(chat_chunk(None), chat_chunk("Hi"), chat_chunk("!", "stop"), b"[DONE]")
     fake_engine.on("POST", "/v1/chat/completions", httpx.Response(200, content=body))
-    request = GenerateRequest(rid="r1", adapter="ad-v1", messages=CHAT, max_tokens=8,
-                              temperature=0.0)
+    request = GenerateRequest(
+        rid="r1", adapter="ad-v1", messages=CHAT, max_tokens=8, temperature=0.0
+    )
     await collect(driver, request)
     assert fake_engine.sent("/v1/chat/completions") == {
         "model": "base:ad-v1", "messages": CHAT, "max_tokens": 8, "temperature": 0.0,
@@ -177,10 +185,15 @@ async def test_chat_on_the_base_model_names_no_adapter(driver, fake_engine):
 
 
 async def test_chat_stream_yields_deltas_then_usage(driver, fake_engine):
-    usage = {"id": "r1", "object": "chat.completion.chunk", "choices": [],
-             "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}}
-    body = fake_engine.sse(chat_chunk(None), chat_chunk("Hi"), chat_chunk("!", "stop"), usage,
-                           b"[DONE]")
+    usage = {
+        "id": "r1",
+        "object": "chat.completion.chunk",
+        "choices": [],
+        "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5},
+    }
+    body = fake_engine.sse(
+        chat_chunk(None), chat_chunk("Hi"), chat_chunk("!", "stop"), usage, b"[DONE]"
+    )
     fake_engine.on("POST", "/v1/chat/completions", httpx.Response(200, content=body))
     chunks = await collect(driver, GenerateRequest(rid="r1", adapter="ad-v1", messages=CHAT))
     assert chunks == [
@@ -191,8 +204,13 @@ async def test_chat_stream_yields_deltas_then_usage(driver, fake_engine):
 
 
 async def test_chat_validation_error_is_a_real_400(driver, fake_engine):
-    error = {"object": "error", "message": "max_tokens is too large", "type": "BadRequestError",
-             "param": None, "code": 400}
+    error = {
+        "object": "error",
+        "message": "max_tokens is too large",
+        "type": "BadRequestError",
+        "param": None,
+        "code": 400,
+    }
     fake_engine.on("POST", "/v1/chat/completions", httpx.Response(400, json=error))
     with pytest.raises(EngineRejected, match="max_tokens is too large") as raised:
         await collect(driver, GenerateRequest(rid="r1", messages=CHAT))
@@ -210,8 +228,15 @@ async def test_chat_error_event_mid_stream_raises_the_engine_message(driver, fak
 async def test_completion_uses_native_generate_with_lora_path(driver, fake_engine):
     body = fake_engine.sse(generate_event("a", "stop"), b"[DONE]")
     fake_engine.on("POST", "/generate", httpx.Response(200, content=body))
-    request = GenerateRequest(rid="r1", adapter="ad-v1", prompt="Once", max_tokens=4,
-                              temperature=0.0, top_p=0.9, stop=["\n"])
+    request = GenerateRequest(
+        rid="r1",
+        adapter="ad-v1",
+        prompt="Once",
+        max_tokens=4,
+        temperature=0.0,
+        top_p=0.9,
+        stop=["\n"],
+    )
     await collect(driver, request)
     assert fake_engine.sent("/generate") == {
         "rid": "r1", "text": "Once", "stream": True, "lora_path": "ad-v1",
@@ -240,9 +265,15 @@ async def test_cumulative_generate_text_becomes_deltas(driver, fake_engine):
 
 
 async def test_generate_error_event_for_a_never_loaded_adapter(driver, fake_engine):
-    error = {"error": {"message": "Got LoRA adapter that has never been loaded: ad-v9\n"
-                                  "All loaded adapters: ad-v1",
-                       "type": "invalid_request_error", "code": 400, "retryable": False}}
+    error = {
+        "error": {
+            "message": "Got LoRA adapter that has never been loaded: ad-v9\n"
+            "All loaded adapters: ad-v1",
+            "type": "invalid_request_error",
+            "code": 400,
+            "retryable": False,
+        }
+    }
     body = fake_engine.sse(error, b"[DONE]")
     fake_engine.on("POST", "/generate", httpx.Response(200, content=body))
     with pytest.raises(AdapterNotLoaded) as raised:
@@ -251,8 +282,14 @@ async def test_generate_error_event_for_a_never_loaded_adapter(driver, fake_engi
 
 
 async def test_generate_error_event_otherwise_is_rejected_with_its_message(driver, fake_engine):
-    error = {"error": {"message": "Input is too long", "type": "invalid_request_error",
-                       "code": 400, "retryable": False}}
+    error = {
+        "error": {
+            "message": "Input is too long",
+            "type": "invalid_request_error",
+            "code": 400,
+            "retryable": False,
+        }
+    }
     fake_engine.on("POST", "/generate", httpx.Response(200, content=fake_engine.sse(error)))
     with pytest.raises(EngineRejected, match="Input is too long"):
         await collect(driver, GenerateRequest(rid="r1", prompt="x"))
@@ -262,8 +299,7 @@ async def test_unstreamed_generate_400_never_loaded_is_adapter_not_loaded(driver
     error = {"error": {"message": "Got LoRA adapter that has never been loaded: ad-v9"}}
     fake_engine.on("POST", "/generate", httpx.Response(400, json=error))
     with pytest.raises(AdapterNotLoaded):
-        await collect(driver, GenerateRequest(rid="r1", adapter="ad-v9", prompt="x",
-                                              stream=False))
+        await collect(driver, GenerateRequest(rid="r1", adapter="ad-v9", prompt="x", stream=False))
 
 
 async def test_unstreamed_generate_returns_text_and_counts(driver, fake_engine):
@@ -279,13 +315,19 @@ async def test_abort_posts_the_rid_and_ends_the_open_stream(driver, fake_engine)
     fake_engine.on("POST", "/abort_request", httpx.Response(200))
     chunks: list[GenerateChunk] = []
 
+    streaming = asyncio.Event()
+
     async def consume() -> None:
-        async for chunk in driver.generate(GenerateRequest(rid="r1", prompt="x")):
-            chunks.append(chunk)
+        try:
+            async for chunk in driver.generate(GenerateRequest(rid="r1", prompt="x")):
+                chunks.append(chunk)
+                if len(chunks) >= 1:
+                    streaming.set()
+        finally:
+            streaming.set()
 
     reader = asyncio.create_task(consume())
-    while not chunks:
-        await asyncio.sleep(0)
+    await streaming.wait()
     await driver.abort("r1")
     await reader
     assert fake_engine.sent("/abort_request") == {"rid": "r1", "abort_all": False}

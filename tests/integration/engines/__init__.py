@@ -1,0 +1,1 @@
+"""Engine driver tests against a real vLLM CPU engine."""
