@@ -28,29 +28,29 @@ class ColdLoadBudget:
         self.burst = burst
         self._buckets: dict[TenantId, _Bucket] = {}
 
-    def try_take(self, tenant: TenantId, now: float) -> float | None:
-        """Spend one cold load; None when allowed, else the time to retry at."""
-        per_minute = self._rate(tenant)
-        if per_minute is None:
-            return None
-        interval = 60.0 / per_minute
-        bucket = self._buckets.get(tenant)
-        if bucket is None:
-            bucket = self._buckets[tenant] = _Bucket(now)
-        tat = max(bucket.theoretical_arrival, now)
-        allowed_at = tat - interval * self.burst
-        if allowed_at > now:
-            return allowed_at
-        bucket.theoretical_arrival = tat + interval
-        return None
-
     def would_allow(self, tenant: TenantId, now: float) -> bool:
-        """Whether `try_take` would succeed now, without spending."""
+        """Whether a cold load now fits the budget."""
+        return self.ready_at(tenant, now) <= now
+
+    def ready_at(self, tenant: TenantId, now: float) -> float:
+        """The earliest time the tenant's next cold load fits."""
         per_minute = self._rate(tenant)
-        if per_minute is None:
-            return True
         bucket = self._buckets.get(tenant)
-        if bucket is None:
-            return True
-        tat = max(bucket.theoretical_arrival, now)
-        return tat - 60.0 / per_minute * self.burst <= now
+        if per_minute is None or bucket is None:
+            return now
+        return max(now, bucket.theoretical_arrival - 60.0 / per_minute * self.burst)
+
+    def reserve(self, tenant: TenantId, now: float) -> float:
+        """Book the tenant's next cold load; returns when it may happen (now, or later).
+
+        Booking at deferral time gives each deferred request a ticket, so it retries once,
+        at its time, instead of every deferred request re-checking the bucket together.
+        """
+        at = self.ready_at(tenant, now)
+        per_minute = self._rate(tenant)
+        if per_minute is not None:
+            bucket = self._buckets.get(tenant)
+            if bucket is None:
+                bucket = self._buckets[tenant] = _Bucket(now)
+            bucket.theoretical_arrival = max(bucket.theoretical_arrival, now) + 60.0 / per_minute
+        return at

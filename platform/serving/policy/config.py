@@ -27,7 +27,7 @@ class PolicyConfig:
     max_replicas: int = 2
     max_wait_s: float = 10.0
     heat_half_life_s: float = 600.0
-    cold_load_burst: int = 5
+    cold_load_burst: int = 20
     default_plan: TenantPlan = TenantPlan(cold_loads_per_minute=60.0)
     plans: Mapping[TenantId, TenantPlan] = field(default_factory=dict)
 

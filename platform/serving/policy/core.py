@@ -15,6 +15,7 @@ from loraplex.serving.policy.model import (
     NodeId,
     NodeSpec,
     Request,
+    RequestId,
     Tier,
     TierCosts,
     VersionId,
@@ -25,10 +26,13 @@ from loraplex.serving.policy.placement import PlacementRules, Placer
 class PolicyCore:
     """Pure decisions: callers pass `now`, apply the returned actions, report what happened.
 
-    Over its cold-load budget, a tenant's request is served where its adapter is already
-    loaded, even on a busier node; if it is loaded nowhere the request is deferred until the
-    tenant's bucket refills. Deferring (not rejecting, not evicting others) keeps the
-    noisy tenant's cost on that tenant: its own requests wait, everyone else's cache stays.
+    A cold load is one that must fetch from the object store (the adapter is on no tier of
+    the chosen node); each one spends from the tenant's budget. Over budget, the request is
+    served where its adapter already is (any tier, even on a busier node); if it is nowhere
+    the request is deferred until the tenant's bucket refills. Deferring (not rejecting, not
+    evicting others) keeps the noisy tenant's cost on that tenant: its own requests wait,
+    everyone else's cache stays. Disk -> host loads are not charged: they are cheap and a
+    normal heavy tenant makes many.
     """
 
     def __init__(
@@ -50,26 +54,35 @@ class PolicyCore:
         for version in versions:
             self.cluster.add_version(version)
         self.placer = Placer(self.cluster, PlacementRules(config.rank_aware, config.max_replicas))
-        self.loader = Loader(self.cluster, costs)
+        self._deferred: set[RequestId] = set()
         self.budget = ColdLoadBudget(
             lambda tenant: config.plan(tenant).cold_loads_per_minute, config.cold_load_burst
         )
+        self.loader = Loader(self.cluster, costs)
 
     def route(self, request: Request, now: float) -> Routed | Deferred:
         """Send a request to a node, starting whatever loads it needs there."""
         version = self.cluster.versions[request.version_id]
-        self.cluster.bump_heat(version.version_id, now)
+        ticket = request.request_id in self._deferred
+        if ticket:
+            self._deferred.discard(request.request_id)  # a retry: heat and budget are paid
+        else:
+            self.cluster.bump_heat(version.version_id, now)
         node, reach = self.placer.choose(version)
-        if reach < Tier.LOADED:
-            retry_at = self.budget.try_take(request.tenant_id, now)
-            if retry_at is not None:
-                resident = self.placer.best_resident(version.version_id)
-                if resident is None:
-                    return Deferred(retry_at)
-                node, reach = resident, resident.reach(version.version_id)
+        if reach is Tier.COLD and not ticket:
+            if self.budget.would_allow(request.tenant_id, now):
+                self.budget.reserve(request.tenant_id, now)
+            else:
+                holder = self.placer.best_holder(version.version_id)
+                if holder is None:
+                    self._deferred.add(request.request_id)
+                    return Deferred(self.budget.reserve(request.tenant_id, now))
+                node, reach = holder, holder.reach(version.version_id)
         found = node.tier_of(version.version_id)
         node.admit(request)
         if reach >= Tier.LOADED and version.version_id not in node.pending:
+            value = self.loader.value(node, version.version_id, Tier.LOADED, now)
+            node.host.touch(version.version_id, value)
             node.queue.push(request, now)
             node.queue.set_active(version.version_id, node.gpu.is_active(version.version_id))
             return Routed(node.node_id, found, ())
@@ -109,6 +122,8 @@ class PolicyCore:
         """Release queued requests while the engine has room, in dispatch order."""
         node = self.cluster.nodes[node_id]
         released: list[Dispatch] = []
+        if not node.queue.size:
+            return released  # the common case on a finish; keep it cheap
         while node.running < node.spec.max_running and node.queue.size:
             version = node.queue.peek_choice(now, node.gpu.has_free_slot())
             if version is None:
@@ -122,7 +137,6 @@ class PolicyCore:
             if grant.swapped_in:
                 node.queue.set_active(version, True)
             node.running += 1
-            node.host.touch(version, self.loader.value(node, version, Tier.LOADED, now))
             released.append(
                 Dispatch(node_id, request, grant.slot, grant.swapped_in, grant.displaced)
             )
@@ -146,7 +160,14 @@ class PolicyCore:
         """
         node = self.cluster.nodes[node_id]
         actions: list[Action] = []
-        for version in [v for v in node.host if v not in reported and v not in node.pending]:
+        # An adapter with a request running on it was loaded when that request started; if
+        # the report lacks it, the report is older than the start (a race), so keep it.
+        gone = [
+            v
+            for v in node.host
+            if v not in reported and v not in node.pending and not node.gpu.running(v)
+        ]
+        for version in gone:
             node.host.remove(version)
             actions.append(self.loader.evicted(node, version, Tier.LOADED, EvictReason.RECONCILE))
             requeued = node.queue.remove_version(version)

@@ -29,7 +29,8 @@ class Loader:
             below = Tier.DISK if version in node.disk else Tier.COLD
             return heat * self.costs.reload_seconds(spec.size_bytes, Tier.LOADED, below)
         cost = self.costs.reload_seconds(spec.size_bytes, Tier.DISK, Tier.COLD)
-        return heat * cost / max(spec.size_bytes / BYTES_PER_MB, 1e-6)
+        size_mb: float = max(spec.size_bytes / BYTES_PER_MB, 1e-6)
+        return heat * cost / size_mb
 
     def ensure_loading(self, node: NodeState, version: VersionId, now: float) -> list[Action]:
         """Start the next load that brings `version` towards host memory on `node`."""

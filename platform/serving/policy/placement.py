@@ -25,6 +25,10 @@ class PlacementRules:
     max_replicas: int = 2
 
 
+def _first(item: tuple[tuple[bool, int, int, int], NodeState]) -> tuple[bool, int, int, int]:
+    return item[0]
+
+
 class Placer:
     """Chooses a node: fits the rank; then not overloaded; then the highest tier there;
     then the smallest rank class; then the least load.
@@ -46,20 +50,30 @@ class Placer:
 
     def choose(self, version: AdapterVersion) -> tuple[NodeState, Tier]:
         """The node to send a request to, and the tier the adapter has (or will have) there."""
-        holders = [n for n in self.cluster.holders(version.version_id) if n.spec.fits(version.rank)]
-        resident = sum(1 for n in holders if n.reach(version.version_id) >= Tier.LOADED)
-        candidates = holders
+        vid = version.version_id
+        holders = [n for n in self.cluster.holders(vid) if n.spec.fits(version.rank)]
+        scored = [(self._score(n, vid), n) for n in holders]
+        best = max(scored, key=_first, default=None)
+        if best is not None and best[0][0] and best[0][1] >= Tier.LOADED:
+            return best[1], Tier(best[0][1])  # fast path: resident on a node with room
+        resident = sum(1 for key, _ in scored if key[1] >= Tier.LOADED)
         if resident < self.rules.max_replicas:
             held = {n.node_id for n in holders}
-            fresh = self._fresh_candidates(version)
-            candidates = holders + [self.cluster.nodes[i] for i in fresh if i not in held]
-        best = max(candidates, key=lambda node: self._score(node, version.version_id))
-        return best, best.reach(version.version_id)
+            nodes = self.cluster.nodes
+            scored += [
+                (self._score(nodes[i], vid), nodes[i])
+                for i in self._fresh_candidates(version)
+                if i not in held
+            ]
+        key, node = max(scored, key=_first)
+        return node, Tier(key[1])
 
-    def best_resident(self, version: VersionId) -> NodeState | None:
-        """The least loaded node where the version is (or is becoming) loaded, if any."""
-        resident = [n for n in self.cluster.holders(version) if n.reach(version) >= Tier.LOADED]
-        return min(resident, key=lambda n: n.load) if resident else None
+    def best_holder(self, version: VersionId) -> NodeState | None:
+        """The node where the version is closest to the GPU (then least loaded), if any."""
+        holders = list(self.cluster.holders(version))
+        if not holders:
+            return None
+        return max(holders, key=lambda n: (n.reach(version), -n.load))
 
     def _score(self, node: NodeState, version: VersionId) -> tuple[bool, int, int, int]:
         class_rank = -self._class_index[node.node_id] if self.rules.rank_aware else 0

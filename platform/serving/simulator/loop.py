@@ -122,6 +122,10 @@ class Simulator:
         for action in actions:
             if isinstance(action, Load):
                 self.metrics.loads[action.tier] += 1
+                if action.tier is Tier.DISK:
+                    tenant = self.core.cluster.versions[action.version_id].tenant_id
+                    by_tenant = self.metrics.cold_loads_by_tenant
+                    by_tenant[tenant] = by_tenant.get(tenant, 0) + 1
                 load_cost = costs.TO_HOST if action.tier is Tier.LOADED else costs.TO_DISK
                 done = now + load_cost.seconds(action.size_bytes)
                 self._push(done, _LOAD_DONE, (action.node_id, action.version_id, action.tier), None)

@@ -22,6 +22,7 @@ class RunMetrics:
     ttft: np.ndarray = field(init=False)
     found: np.ndarray = field(init=False)
     loads: dict[Tier, int] = field(default_factory=lambda: dict.fromkeys(Tier, 0))
+    cold_loads_by_tenant: dict[str, int] = field(default_factory=dict)
     evictions: int = 0
     gpu_swaps: int = 0
     deferred: int = 0
@@ -65,6 +66,7 @@ def summarize(
         "others_ttft_p99_s": _p(ttft[others], 99),
         "goodput_rps": float(np.sum(ttft[done] <= TTFT_SLO_S)) / max(metrics.end_time, 1e-9),
         "tenant_ttft_p99_s": per_tenant,
+        "tenant_cold_loads": dict(sorted(metrics.cold_loads_by_tenant.items())),
         "max_tenant_p99_s": max(per_tenant.values()) if per_tenant else float("nan"),
         "resident_adapters": resident,
         "resident_per_slot_gb": resident / (slot_bytes_total / GB) if slot_bytes_total else 0.0,

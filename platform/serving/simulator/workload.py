@@ -62,7 +62,8 @@ class Workload:
 
 def _zipf_cdf(n: int, alpha: float) -> np.ndarray:
     weights = 1.0 / np.arange(1, n + 1) ** alpha
-    return np.cumsum(weights) / weights.sum()
+    cdf: np.ndarray = np.cumsum(weights) / weights.sum()
+    return cdf
 
 
 def make_adapters(spec: WorkloadSpec, rng: np.random.Generator) -> list[AdapterVersion]:
@@ -110,7 +111,8 @@ def _apply_shifts(
 ) -> np.ndarray:
     """Map popularity ranks to adapters; a new random order every `shift_every_s`."""
     if spec.shift_every_s <= 0:
-        return rng.permutation(n)[popularity]
+        mapped: np.ndarray = rng.permutation(n)[popularity]
+        return mapped
     epoch = (times // spec.shift_every_s).astype(np.int64)
     result = np.empty_like(popularity)
     for k in np.unique(epoch):
