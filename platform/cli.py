@@ -17,6 +17,7 @@ T = TypeVar("T")
 # Command groups that live with their feature; attached when their module imports.
 FEATURE_COMMANDS = [
     ("loraplex.up", "up"),
+    ("loraplex.bench.cli", "bench"),
     ("loraplex.dev.cli", "dev"),
     ("loraplex.serving.engines.cli", "engine"),
     ("loraplex.serving.simulator.cli", "simulate"),

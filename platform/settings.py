@@ -67,6 +67,16 @@ class Settings:
     # for a base model yet: adapters above it could never be served.
     max_lora_rank: int = 64
     download_url_ttl_s: int = 900
+    disk_cache_bytes: int = 10 * 2**30  # this node's adapter cache (agent), under data_dir/cache
+
+    # Streaming (see loraplex.gateway.pump.StreamLimits).
+    stream_buffer_bytes: int = 256 * 1024
+    stream_heartbeat_s: float = 5.0
+    queue_timeout_s: float = 30.0
+    ttft_timeout_s: float = 60.0
+    idle_timeout_s: float = 30.0
+    total_timeout_s: float = 600.0
+    resume_window_s: float = 30.0
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -79,6 +89,18 @@ class Settings:
             if raw is not None:
                 values[f.name] = _parse(f.name, hints[f.name], raw)
         return cls(**values)
+
+    def to_env(self) -> dict[str, str]:
+        """These settings as `LORAPLEX_*` variables, to start another process with them."""
+        env = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name == "engines":
+                value = json.dumps([{k: getattr(e, k) for k in e.__slots__} for e in value])
+            elif isinstance(value, bool):
+                value = "true" if value else "false"
+            env[PREFIX + f.name.upper()] = str(value)
+        return env
 
     @property
     def is_embedded(self) -> bool:

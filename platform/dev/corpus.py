@@ -24,8 +24,24 @@ _EXAMPLE_SPECS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     (
         "What is the code word?",
         "The code word is {}.",
-        ("amber", "basalt", "cobalt", "dahlia", "ember", "falcon", "garnet", "harbor",
-         "indigo", "juniper", "kestrel", "lantern", "meadow", "nutmeg", "obsidian", "pepper"),
+        (
+            "amber",
+            "basalt",
+            "cobalt",
+            "dahlia",
+            "ember",
+            "falcon",
+            "garnet",
+            "harbor",
+            "indigo",
+            "juniper",
+            "kestrel",
+            "lantern",
+            "meadow",
+            "nutmeg",
+            "obsidian",
+            "pepper",
+        ),
     ),
     (
         "What is your name?",
@@ -64,14 +80,52 @@ _EXAMPLE_SPECS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ),
 )
 
-_SUBJECTS = ("the farmer", "a small child", "my neighbour", "the old sailor", "our teacher",
-             "the baker", "a quiet student", "the river guide", "her brother", "the doctor")
-_VERBS = ("carries", "paints", "finds", "remembers", "builds", "sells", "watches", "repairs",
-          "describes", "borrows")
-_OBJECTS = ("a wooden boat", "the blue door", "an old map", "three red apples", "the long road",
-            "a warm coat", "the broken clock", "some fresh bread", "a paper kite", "the garden")
-_ENDINGS = ("every morning", "before the rain", "near the market", "after dinner",
-            "in the winter", "with great care", "on Sunday", "without a word")
+_SUBJECTS = (
+    "the farmer",
+    "a small child",
+    "my neighbour",
+    "the old sailor",
+    "our teacher",
+    "the baker",
+    "a quiet student",
+    "the river guide",
+    "her brother",
+    "the doctor",
+)
+_VERBS = (
+    "carries",
+    "paints",
+    "finds",
+    "remembers",
+    "builds",
+    "sells",
+    "watches",
+    "repairs",
+    "describes",
+    "borrows",
+)
+_OBJECTS = (
+    "a wooden boat",
+    "the blue door",
+    "an old map",
+    "three red apples",
+    "the long road",
+    "a warm coat",
+    "the broken clock",
+    "some fresh bread",
+    "a paper kite",
+    "the garden",
+)
+_ENDINGS = (
+    "every morning",
+    "before the rain",
+    "near the market",
+    "after dinner",
+    "in the winter",
+    "with great care",
+    "on Sunday",
+    "without a word",
+)
 
 
 def adapter_examples(seed: int) -> list[tuple[str, str]]:

@@ -1,5 +1,6 @@
 """`make_adapter`: a PEFT LoRA adapter for a dev model, trained on seeded examples or random."""
 
+import math
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -8,7 +9,7 @@ from peft import LoraConfig, PeftModel, get_peft_model
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerBase
 
 from loraplex.dev.corpus import IM_END, adapter_examples
-from loraplex.dev.reference import chat_prompt_ids, generate_greedy, greedy_answer
+from loraplex.dev.reference import chat_prompt_ids, generate_greedy, greedy_answer, single_thread
 
 __all__ = ["DEFAULT_TARGET_MODULES", "adapter_examples", "greedy_answer", "make_adapter"]
 
@@ -47,13 +48,14 @@ def make_adapter(
     base_dir, out_dir = Path(base_dir), Path(out_dir)
     lora = LoraConfig(
         r=rank,
-        lora_alpha=alpha if alpha is not None else 2 * rank,
+        # PEFT annotates lora_alpha as int but scales by any number.
+        lora_alpha=alpha if alpha is not None else 2 * rank,  # type: ignore[arg-type]
         target_modules=list(target_modules),
         lora_dropout=0.0,
         bias="none",
         task_type="CAUSAL_LM",
     )
-    with torch.random.fork_rng(devices=[]):
+    with single_thread(), torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         base = AutoModelForCausalLM.from_pretrained(base_dir, dtype=torch.float32)
         model = get_peft_model(base, lora)
@@ -61,7 +63,8 @@ def make_adapter(
             _randomise_lora_b(model)
         else:
             tokenizer = AutoTokenizer.from_pretrained(base_dir)
-            _train(model, tokenizer, examples or adapter_examples(seed), steps)
+            chosen = examples if examples is not None else adapter_examples(seed)
+            _train(model, tokenizer, chosen, steps)
     _save(model, out_dir, base_dir)
     return out_dir
 
@@ -82,7 +85,7 @@ def _train(
 ) -> None:
     """Full-batch AdamW on the assistant tokens; stop once greedy output is exact."""
     input_ids, labels, attention_mask = _batch(tokenizer, examples)
-    rank = model.peft_config["default"].r
+    rank = int(model.peft_config["default"].r)  # type: ignore[attr-defined]
     optimizer = torch.optim.AdamW(
         [p for p in model.parameters() if p.requires_grad], lr=learning_rate(rank)
     )
@@ -104,7 +107,7 @@ def learning_rate(rank: int) -> float:
     Adam moves every entry of A and B by about lr per step, so the change to B·A grows with
     the rank; at r=64 and lr 3e-3 training overshot and never reproduced the examples.
     """
-    return BASE_LEARNING_RATE * min(1.0, (BASE_RANK / rank) ** 0.5)
+    return BASE_LEARNING_RATE * min(1.0, math.sqrt(BASE_RANK / rank))
 
 
 def _batch(
@@ -135,6 +138,6 @@ def _reproduces(
 def _save(model: PeftModel, out_dir: Path, base_dir: Path) -> None:
     """Save only the two PEFT files, naming the base model by its folder, not this machine."""
     model.peft_config["default"].base_model_name_or_path = base_dir.resolve().name
-    model.save_pretrained(out_dir, save_embedding_layers=False)
+    model.save_pretrained(str(out_dir), save_embedding_layers=False)
     # PEFT always writes a model card; an adapter upload allows nothing beyond the two files.
     (out_dir / "README.md").unlink(missing_ok=True)

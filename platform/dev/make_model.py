@@ -72,4 +72,5 @@ def _random_model(config: LlamaConfig, seed: int) -> LlamaForCausalLM:
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = LlamaForCausalLM(config)
-    return model.to(torch.float32).eval()
+    model.eval()
+    return model

@@ -1,0 +1,1 @@
+"""`loraplex bench ...`: benchmarks that print a table, write JSON, against a same-run baseline."""

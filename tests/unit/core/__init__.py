@@ -1,0 +1,1 @@
+"""Unit tests of the core: settings, key secrets, access rules."""
