@@ -12,6 +12,7 @@ from loraplex.db.models.base_models import BaseModel
 from loraplex.db.models.engines import Engine, EngineKind, EngineStatus
 from loraplex.db.models.keys import ApiKey
 from loraplex.db.models.tenants import Plan, QuotaOverride, Tenant, TenantStatus
+from loraplex.db.models.usage import Usage
 from loraplex.db.models.users import User, UserRole
 from loraplex.db.orm import Base
 
@@ -30,6 +31,7 @@ __all__ = [
     "QuotaOverride",
     "Tenant",
     "TenantStatus",
+    "Usage",
     "User",
     "UserRole",
     "VersionSource",

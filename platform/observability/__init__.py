@@ -1,0 +1,1 @@
+"""Observability: Prometheus metrics for the gateway, serving tier and workers."""

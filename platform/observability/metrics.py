@@ -1,0 +1,150 @@
+"""Loraplex's Prometheus metrics, on the default registry so Litestar's `/metrics` shows them.
+
+Label values come from small fixed sets: a tenant becomes a bounded label through
+`TenantLabeler`; `model` is the base model a request ran on (adapter names are per tenant and
+unbounded, so they never become labels; usage per adapter lives in the usage table instead);
+`status` is the HTTP status code as a string; `tier` is one of TIERS.
+
+Cost: `.labels(...)` takes a lock and a dict lookup (about a microsecond), so the gateway
+updates metrics once per request or per event, never per streamed chunk.
+"""
+
+from __future__ import annotations
+
+from uuid import UUID
+
+from prometheus_client import Counter, Gauge, Histogram
+
+DEFAULT_MAX_TENANT_LABELS = 100
+OTHER_TENANT = "other"
+NO_TENANT = "none"  # operator keys and unauthenticated requests
+TIERS = ("cold", "disk", "loaded", "active")
+TOKEN_KINDS = ("prompt", "completion")
+
+# Time to first token: queueing plus prefill, from tens of milliseconds on a warm GPU to tens
+# of seconds behind a cold adapter load or a long CPU-engine prefill.
+TTFT_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.2, 0.35, 0.5, 0.75, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
+# Time per output token: ~5-50 ms on GPUs; CPU engines and oversubscribed batches reach 1 s.
+TPOT_BUCKETS = (0.002, 0.005, 0.01, 0.015, 0.02, 0.03, 0.05, 0.075, 0.1, 0.2, 0.5, 1.0)
+# Adapter loads: a GPU swap of a loaded adapter takes milliseconds, a pull from the object
+# store of a high-rank adapter takes seconds to minutes.
+LOAD_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
+
+INFERENCE_REQUESTS = Counter(
+    "loraplex_inference_requests",
+    "Inference requests answered, by tenant, base model and HTTP status.",
+    ["tenant", "model", "status"],
+)
+TTFT_SECONDS = Histogram(
+    "loraplex_ttft_seconds",
+    "Time from request arrival to the first generated token.",
+    ["model"],
+    buckets=TTFT_BUCKETS,
+)
+TPOT_SECONDS = Histogram(
+    "loraplex_tpot_seconds",
+    "Mean time per output token after the first, one observation per request.",
+    ["model"],
+    buckets=TPOT_BUCKETS,
+)
+TOKENS = Counter(
+    "loraplex_tokens",
+    "Tokens processed, by tenant and kind (prompt | completion).",
+    ["tenant", "kind"],
+)
+QUEUE_DEPTH = Gauge(
+    "loraplex_engine_queue_depth",
+    "Requests the gateway holds for an engine, not yet sent to it.",
+    ["engine"],
+)
+ADMISSION_REJECTIONS = Counter(
+    "loraplex_admission_rejections",
+    "Requests refused at admission, by reason (e.g. rpm, tpm, concurrency, overload).",
+    ["reason", "tenant"],
+)
+ADAPTER_LOADS = Counter(
+    "loraplex_adapter_loads",
+    "Adapter loads into a tier (disk | loaded | active), by result (ok | failed).",
+    ["tier", "result"],
+)
+ADAPTER_LOAD_SECONDS = Histogram(
+    "loraplex_adapter_load_seconds",
+    "Time to bring an adapter into a tier.",
+    ["tier"],
+    buckets=LOAD_BUCKETS,
+)
+EVICTIONS = Counter(
+    "loraplex_adapter_evictions",
+    "Adapters evicted from a tier, by the policy's reason.",
+    ["tier", "reason"],
+)
+CACHE_HITS = Counter(
+    "loraplex_adapter_cache_hits",
+    "Where a request found its adapter: active, loaded, disk, or cold (a miss).",
+    ["tier"],
+)
+STREAM_ABORTS = Counter(
+    "loraplex_stream_aborts",
+    "Streams ended early, by reason (disconnect, slow_client, timeouts, engine_error).",
+    ["reason"],
+)
+FINE_TUNE_JOBS = Gauge(
+    "loraplex_fine_tune_jobs",
+    "Fine-tune jobs by status, refreshed from the database.",
+    ["status"],
+)
+QUOTA_USAGE = Gauge(
+    "loraplex_quota_usage_ratio",
+    "Fraction of a tenant's limit in use (1.0 = at the limit), by limit name.",
+    ["tenant", "limit"],
+)
+
+
+class TenantLabeler:
+    """Maps tenant ids to label values: the first `max_tenants` seen keep their id, the rest
+    share "other", so a platform with thousands of tenants stays a bounded set of series.
+
+    "First seen" is per process, so two replicas may name different tenants; dashboards
+    that need every tenant read the usage API, not Prometheus.
+    """
+
+    def __init__(self, max_tenants: int = DEFAULT_MAX_TENANT_LABELS) -> None:
+        self.max_tenants = max_tenants
+        self._labels: dict[UUID | str, str] = {}  # a UUID and its string both map here
+        self._named: set[str] = set()
+
+    def __call__(self, tenant_id: UUID | str | None) -> str:
+        """The label value for `tenant_id`."""
+        if tenant_id is None:
+            return NO_TENANT
+        label = self._labels.get(tenant_id)
+        if label is not None:
+            return label
+        label = str(tenant_id)
+        if label not in self._named:
+            if len(self._named) >= self.max_tenants:
+                return OTHER_TENANT
+            self._named.add(label)
+        self._labels[tenant_id] = label
+        return label
+
+    @property
+    def num_named(self) -> int:
+        """How many tenants have a label of their own."""
+        return len(self._named)
+
+
+def observe_request(
+    tenant: str, model: str, status: int, prompt_tokens: int, completion_tokens: int
+) -> None:
+    """Count one answered request and its tokens (`tenant` already labelled)."""
+    INFERENCE_REQUESTS.labels(tenant, model, str(status)).inc()
+    TOKENS.labels(tenant, "prompt").inc(prompt_tokens)
+    TOKENS.labels(tenant, "completion").inc(completion_tokens)
+
+
+def observe_latency(model: str, ttft_s: float, total_s: float, completion_tokens: int) -> None:
+    """Record TTFT and the mean time per output token of one finished generation."""
+    TTFT_SECONDS.labels(model).observe(ttft_s)
+    if completion_tokens > 1:
+        TPOT_SECONDS.labels(model).observe((total_s - ttft_s) / (completion_tokens - 1))
