@@ -7,6 +7,7 @@ from loraplex.serving.policy.actions import (
     Evict,
     EvictReason,
     Load,
+    Rejected,
     Routed,
 )
 from loraplex.serving.policy.budget import ColdLoadBudget
@@ -61,6 +62,7 @@ __all__ = [
     "PolicyConfig",
     "PolicyCore",
     "RankClass",
+    "Rejected",
     "Request",
     "Routed",
     "TenantPlan",

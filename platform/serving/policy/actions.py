@@ -64,4 +64,11 @@ class Deferred:
     until: float
 
 
+@dataclass(frozen=True, slots=True)
+class Rejected:
+    """Over budget by more than the deferral bound: refuse now (HTTP 429 with Retry-After)."""
+
+    retry_after_s: float
+
+
 Action = Load | Evict

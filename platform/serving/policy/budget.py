@@ -1,4 +1,12 @@
-"""Per-tenant cold-load budgets: a token bucket per tenant, kept as GCRA."""
+"""Per-tenant cold-load budgets: a token bucket per tenant, kept as GCRA.
+
+The bucket does two jobs. It paces a tenant's fetches from the object store (a cold load
+over budget waits for its ticket), and it names the tenants that are *over budget*: those
+whose bucket is drained, i.e. who have been loading faster than their plan allows for longer
+than the burst covers. A scanning tenant is the typical case. The tiers use that set to
+contain such tenants (see cache.py): pacing alone would still let every paced load displace
+someone else's adapter.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +16,7 @@ from dataclasses import dataclass
 from loraplex.serving.policy.model import TenantId
 
 Rate = Callable[[TenantId], float | None]
+_NOBODY: frozenset[TenantId] = frozenset()
 
 
 @dataclass(slots=True)
@@ -27,6 +36,16 @@ class ColdLoadBudget:
         self._rate = rate
         self.burst = burst
         self._buckets: dict[TenantId, _Bucket] = {}
+        self._drained: dict[TenantId, float] = {}  # over budget until this time
+
+    def over_budget(self, now: float) -> frozenset[TenantId]:
+        """Tenants whose bucket is drained now: their next cold load would have to wait."""
+        if not self._drained:
+            return _NOBODY  # the common case; keep it free
+        expired = [tenant for tenant, until in self._drained.items() if until <= now]
+        for tenant in expired:
+            del self._drained[tenant]
+        return frozenset(self._drained)
 
     def would_allow(self, tenant: TenantId, now: float) -> bool:
         """Whether a cold load now fits the budget."""
@@ -52,5 +71,9 @@ class ColdLoadBudget:
             bucket = self._buckets.get(tenant)
             if bucket is None:
                 bucket = self._buckets[tenant] = _Bucket(now)
-            bucket.theoretical_arrival = max(bucket.theoretical_arrival, now) + 60.0 / per_minute
+            interval = 60.0 / per_minute
+            bucket.theoretical_arrival = max(bucket.theoretical_arrival, now) + interval
+            refilled = bucket.theoretical_arrival - interval * self.burst
+            if refilled > now:
+                self._drained[tenant] = refilled
         return at

@@ -39,15 +39,17 @@ class ClusterState:
         max_wait_s: float,
         heat_half_life_s: float,
     ) -> None:
+        self.versions: dict[VersionId, AdapterVersion] = {}
         self.nodes: dict[NodeId, NodeState] = {
-            spec.node_id: NodeState(spec, make_policy(), make_policy(), weight, max_wait_s)
+            spec.node_id: NodeState(
+                spec, make_policy(), make_policy(), weight, max_wait_s, self.owner
+            )
             for spec in specs
         }
         by_rank: dict[int, list[NodeId]] = {}
         for node in self.nodes.values():
             by_rank.setdefault(node.spec.max_lora_rank, []).append(node.node_id)
         self.classes = tuple(RankClass(rank, tuple(ids)) for rank, ids in sorted(by_rank.items()))
-        self.versions: dict[VersionId, AdapterVersion] = {}
         self.locations: dict[VersionId, set[NodeId]] = {}  # nodes with any copy or load
         self.pinned: set[VersionId] = set()
         self._heat: dict[VersionId, tuple[float, float]] = {}
@@ -56,6 +58,10 @@ class ClusterState:
     def add_version(self, version: AdapterVersion) -> None:
         """Register a version placement may be asked about."""
         self.versions[version.version_id] = version
+
+    def owner(self, version: VersionId) -> TenantId:
+        """The tenant a version belongs to."""
+        return self.versions[version].tenant_id
 
     def bump_heat(self, version: VersionId, now: float) -> float:
         """Count one request in the exponentially decayed heat; returns the new heat."""

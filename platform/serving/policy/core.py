@@ -4,12 +4,19 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from loraplex.serving.policy.actions import Action, Deferred, Dispatch, EvictReason, Routed
+from loraplex.serving.policy.actions import (
+    Action,
+    Deferred,
+    Dispatch,
+    EvictReason,
+    Rejected,
+    Routed,
+)
 from loraplex.serving.policy.budget import ColdLoadBudget
 from loraplex.serving.policy.cluster import ClusterState
 from loraplex.serving.policy.config import PolicyConfig
 from loraplex.serving.policy.eviction import NextUse, make_eviction_policy
-from loraplex.serving.policy.loads import Loader
+from loraplex.serving.policy.loads import Loader, no_tenants
 from loraplex.serving.policy.model import (
     AdapterVersion,
     NodeId,
@@ -29,10 +36,12 @@ class PolicyCore:
     A cold load is one that must fetch from the object store (the adapter is on no tier of
     the chosen node); each one spends from the tenant's budget. Over budget, the request is
     served where its adapter already is (any tier, even on a busier node); if it is nowhere
-    the request is deferred until the tenant's bucket refills. Deferring (not rejecting, not
-    evicting others) keeps the noisy tenant's cost on that tenant: its own requests wait,
-    everyone else's cache stays. Disk -> host loads are not charged: they are cheap and a
-    normal heavy tenant makes many.
+    the request is deferred until the tenant's bucket refills, or refused when that is more
+    than `max_defer_s` away. Deferring or refusing (not evicting others) keeps the noisy
+    tenant's cost on that tenant: its own requests wait, everyone else's cache stays. A
+    tenant over budget is also contained in every tier (cache.py): its entries are evicted
+    first, so the loads it is allowed recycle its own space. Disk -> host loads are not
+    charged: they are cheap and a normal heavy tenant makes many.
     """
 
     def __init__(
@@ -58,9 +67,10 @@ class PolicyCore:
         self.budget = ColdLoadBudget(
             lambda tenant: config.plan(tenant).cold_loads_per_minute, config.cold_load_burst
         )
-        self.loader = Loader(self.cluster, costs)
+        contain = self.budget.over_budget if config.contain_over_budget else no_tenants
+        self.loader = Loader(self.cluster, costs, contain)
 
-    def route(self, request: Request, now: float) -> Routed | Deferred:
+    def route(self, request: Request, now: float) -> Routed | Deferred | Rejected:
         """Send a request to a node, starting whatever loads it needs there."""
         version = self.cluster.versions[request.version_id]
         ticket = request.request_id in self._deferred
@@ -75,8 +85,7 @@ class PolicyCore:
             else:
                 holder = self.placer.best_holder(version.version_id)
                 if holder is None:
-                    self._deferred.add(request.request_id)
-                    return Deferred(self.budget.reserve(request.tenant_id, now))
+                    return self._hold_back(request, now)
                 node, reach = holder, holder.reach(version.version_id)
         found = node.tier_of(version.version_id)
         node.admit(request)
@@ -89,6 +98,14 @@ class PolicyCore:
         node.waiting.setdefault(version.version_id, []).append(request)
         actions = self.loader.ensure_loading(node, version.version_id, now)
         return Routed(node.node_id, found, tuple(actions))
+
+    def _hold_back(self, request: Request, now: float) -> Deferred | Rejected:
+        """Over budget and nowhere loaded: a ticket if it comes soon enough, else a refusal."""
+        ready = self.budget.ready_at(request.tenant_id, now)
+        if ready - now > self.config.max_defer_s:
+            return Rejected(ready - now)  # booking nothing: the refused request costs no load
+        self._deferred.add(request.request_id)
+        return Deferred(self.budget.reserve(request.tenant_id, now))
 
     def load_finished(
         self, node_id: NodeId, version: VersionId, tier: Tier, now: float
@@ -124,8 +141,9 @@ class PolicyCore:
         released: list[Dispatch] = []
         if not node.queue.size:
             return released  # the common case on a finish; keep it cheap
+        yielding = self.loader.over_budget(now)
         while node.running < node.spec.max_running and node.queue.size:
-            version = node.queue.peek_choice(now, node.gpu.has_free_slot())
+            version = node.queue.peek_choice(now, node.gpu.has_free_slot(), yielding)
             if version is None:
                 break
             grant = node.gpu.acquire(version)
@@ -178,7 +196,9 @@ class PolicyCore:
         for version in sorted(reported):
             if version in node.host or version not in self.cluster.versions:
                 continue
-            victims, fits = node.host.make_room(1, lambda v: node.host_evictable(v, pinned))
+            victims, fits = node.host.make_room(
+                1, lambda v: node.host_evictable(v, pinned), self.loader.over_budget(now)
+            )
             actions.extend(
                 self.loader.evicted(node, v, Tier.LOADED, EvictReason.CAPACITY) for v in victims
             )

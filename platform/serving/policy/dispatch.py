@@ -5,7 +5,7 @@ from __future__ import annotations
 import heapq
 import itertools
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 
 from loraplex.serving.policy.model import Request, TenantId, VersionId
@@ -85,8 +85,14 @@ class DispatchQueue:
         vq = self._versions.get(version)
         return len(vq.items) if vq else 0
 
-    def peek_choice(self, now: float, can_take_slot: bool) -> VersionId | None:
-        """The adapter whose head request should go next, or None."""
+    def peek_choice(
+        self, now: float, can_take_slot: bool, yielding: Collection[TenantId] = ()
+    ) -> VersionId | None:
+        """The adapter whose head request should go next, or None.
+
+        Tenants in `yielding` (over their cold-load budget) take a free GPU slot only when
+        no other tenant's request wants one: slots are contained like the cache tiers.
+        """
         aged = self._oldest()
         if aged is not None and now - aged.entered >= self.max_wait_s:
             version = aged.request.version_id
@@ -96,9 +102,11 @@ class DispatchQueue:
         head = self._valid_top(self._active_heap, active=True)
         if head is not None:
             return head
-        if can_take_slot:
-            return self._valid_top(self._idle_heap, active=False)
-        return None
+        if not can_take_slot:
+            return None
+        if yielding:
+            return self._top_not_yielding(yielding)
+        return self._valid_top(self._idle_heap, active=False)
 
     def pop(self, version: VersionId) -> Request:
         """Remove and return the head request of `version`."""
@@ -136,6 +144,19 @@ class DispatchQueue:
                 return version
             heapq.heappop(heap)
         return None
+
+    def _top_not_yielding(self, yielding: Collection[TenantId]) -> VersionId | None:
+        set_aside: list[_HeapItem] = []
+        choice = first = self._valid_top(self._idle_heap, active=False)
+        while choice is not None and self._tenant(choice) in yielding:
+            set_aside.append(heapq.heappop(self._idle_heap))
+            choice = self._valid_top(self._idle_heap, active=False)
+        for item in set_aside:
+            heapq.heappush(self._idle_heap, item)
+        return first if choice is None else choice
+
+    def _tenant(self, version: VersionId) -> TenantId:
+        return self._versions[version].items[0].request.tenant_id
 
     def _oldest(self) -> _Queued | None:
         while self._by_age and self._by_age[0].released:

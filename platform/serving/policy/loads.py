@@ -2,20 +2,31 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Collection
+
 from loraplex.serving.policy.actions import Action, Evict, EvictReason, Load
 from loraplex.serving.policy.cluster import ClusterState
-from loraplex.serving.policy.model import Tier, TierCosts, VersionId
+from loraplex.serving.policy.model import TenantId, Tier, TierCosts, VersionId
 from loraplex.serving.policy.node import NodeState
 
 BYTES_PER_MB = 1_000_000
+OverBudget = Callable[[float], Collection[TenantId]]
+
+
+def no_tenants(_: float) -> Collection[TenantId]:
+    """An OverBudget that contains nobody: containment switched off."""
+    return ()
 
 
 class Loader:
     """Plans loads into `disk` and `loaded`; values entries for cost-aware eviction."""
 
-    def __init__(self, cluster: ClusterState, costs: TierCosts) -> None:
+    def __init__(
+        self, cluster: ClusterState, costs: TierCosts, over_budget: OverBudget = no_tenants
+    ) -> None:
         self.cluster = cluster
         self.costs = costs
+        self.over_budget = over_budget  # tenants whose entries go first (cache.py)
 
     def value(self, node: NodeState, version: VersionId, tier: Tier, now: float) -> float:
         """Heat x reload cost / size: what keeping this entry saves per unit of capacity.
@@ -46,10 +57,12 @@ class Loader:
         spec = self.cluster.versions[version]
         size = 1 if tier is Tier.LOADED else spec.size_bytes
         pinned = self.cluster.pinned
+        contained = self.over_budget(now)
         if tier is Tier.LOADED:
-            victims, fits = cache.make_room(size, lambda v: node.host_evictable(v, pinned))
+            evictable = lambda v: node.host_evictable(v, pinned)  # noqa: E731
         else:
-            victims, fits = cache.make_room(size, lambda v: node.disk_evictable(v, pinned))
+            evictable = lambda v: node.disk_evictable(v, pinned)  # noqa: E731
+        victims, fits = cache.make_room(size, evictable, contained, spec.tenant_id)
         actions: list[Action] = [self.evicted(node, v, tier, EvictReason.CAPACITY) for v in victims]
         if not fits:
             if tier is Tier.LOADED and version not in node.blocked:

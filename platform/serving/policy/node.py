@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import deque
 
-from loraplex.serving.policy.cache import TierCache
+from loraplex.serving.policy.cache import Owner, TierCache
 from loraplex.serving.policy.dispatch import DispatchQueue, Weight
 from loraplex.serving.policy.eviction import EvictionPolicy
 from loraplex.serving.policy.model import NodeSpec, Request, Tier, VersionId
@@ -25,11 +25,12 @@ class NodeState:
         disk_policy: EvictionPolicy,
         weight: Weight,
         max_wait_s: float,
+        owner: Owner,
     ) -> None:
         self.spec = spec
         self.node_id = spec.node_id
-        self.disk = TierCache(Tier.DISK, spec.disk_budget_bytes, disk_policy)
-        self.host = TierCache(Tier.LOADED, spec.host_slots, host_policy)
+        self.disk = TierCache(Tier.DISK, spec.disk_budget_bytes, disk_policy, owner)
+        self.host = TierCache(Tier.LOADED, spec.host_slots, host_policy, owner)
         self.gpu = GpuSlots(spec.gpu_slots)
         self.queue = DispatchQueue(weight, max_wait_s)
         self.running = 0

@@ -18,6 +18,7 @@ from loraplex.serving.policy import (
     NodeSpec,
     PolicyConfig,
     PolicyCore,
+    Rejected,
     Request,
     Tier,
 )
@@ -102,6 +103,9 @@ class Simulator:
         if isinstance(routed, Deferred):
             self._deferred.add(request.request_id)
             self._push(routed.until, _RETRY, request, None)
+            return
+        if isinstance(routed, Rejected):
+            self.metrics.rejected += 1  # its TTFT stays NaN: not served
             return
         self.metrics.found[request.request_id] = routed.found
         self._apply(routed.actions, now)

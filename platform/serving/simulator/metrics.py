@@ -26,6 +26,7 @@ class RunMetrics:
     evictions: int = 0
     gpu_swaps: int = 0
     deferred: int = 0
+    rejected: int = 0
     resident_samples: list[int] = field(default_factory=list)
     end_time: float = 0.0
 
@@ -48,7 +49,10 @@ def summarize(
     """One table row (and JSON record) for one policy's run."""
     ttft = metrics.ttft
     done = ~np.isnan(ttft)
-    hit = {tier.name.lower(): float(np.mean(metrics.found == tier)) for tier in Tier}
+    served = metrics.found[done]
+    hit = {
+        tier.name.lower(): float(np.mean(served == tier)) if len(served) else 0.0 for tier in Tier
+    }
     per_tenant = {str(t): _p(ttft[(tenants == t) & done], 99) for t in np.unique(tenants)}
     others = (tenants != SCAN_TENANT) & done
     resident = float(np.mean(metrics.resident_samples)) if metrics.resident_samples else 0.0
@@ -60,6 +64,7 @@ def summarize(
         "gpu_swaps": metrics.gpu_swaps,
         "evictions": metrics.evictions,
         "deferred": metrics.deferred,
+        "rejected": metrics.rejected,
         "hit_ratio": hit,
         "ttft_p50_s": _p(ttft[done], 50),
         "ttft_p99_s": _p(ttft[done], 99),

@@ -21,10 +21,12 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("goodput_rps", "{:.2f}"),
     ("max_tenant_p99_s", "{:.3f}"),
     ("deferred", "{:,}"),
+    ("rejected", "{:,}"),
     ("resident_per_slot_gb", "{:.2f}"),
     ("wall_s", "{:.1f}"),
 )
-OPTIONAL = (("others_p99_ratio", "{:.3f}"),)
+# Scan rows only: others' p99 without the scanner in the same policy, and the ratio.
+OPTIONAL = (("others_p99_without_scanner_s", "{:.3f}"), ("others_p99_ratio", "{:.2f}x"))
 
 
 def _cells(row: dict[str, Any], columns: tuple[tuple[str, str], ...]) -> list[str]:
@@ -34,7 +36,9 @@ def _cells(row: dict[str, Any], columns: tuple[tuple[str, str], ...]) -> list[st
 
 def table(rows: list[dict[str, Any]]) -> str:
     """Rows as an aligned text table; optional columns appear when every row has them."""
-    columns = COLUMNS + tuple(c for c in OPTIONAL if all(c[0] in r for r in rows))
+    extra = tuple(c for c in OPTIONAL if all(c[0] in r for r in rows))
+    at = [key for key, _ in COLUMNS].index("others_ttft_p99_s") + 1
+    columns = COLUMNS[:at] + extra + COLUMNS[at:]  # next to the p99 they compare with
     header = [key for key, _ in columns]
     body = [_cells(row, columns) for row in rows]
     widths = [max(len(h), *(len(line[i]) for line in body)) for i, h in enumerate(header)]
@@ -43,9 +47,7 @@ def table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def write_json(
-    path: Path, scenario: str, params: dict[str, Any], rows: list[dict[str, Any]]
-) -> None:
-    """Everything measured, for later comparison."""
-    payload = {"scenario": scenario, "params": params, "rows": rows}
+def write_json(path: Path, scenario: str, records: list[dict[str, Any]]) -> None:
+    """Everything measured, for later comparison: one record per scenario run."""
+    payload = {"scenario": scenario, "runs": records}
     path.write_text(json.dumps(payload, indent=2, default=str))

@@ -29,11 +29,19 @@ class ClusterShape:
 LRU = PolicyConfig(eviction="lru", default_plan=TenantPlan(cold_loads_per_minute=None))
 DEFAULT = PolicyConfig()
 BELADY = PolicyConfig(eviction="belady", default_plan=TenantPlan(cold_loads_per_minute=None))
+LRU_NAME = "lru"
+DEFAULT_NAME = "default (gdsf+budget)"
+BELADY_NAME = "belady (bound)"
 COMPARED: tuple[tuple[str, PolicyConfig], ...] = (
-    ("lru", LRU),
-    ("default (gdsf+budget)", DEFAULT),
-    ("belady (bound)", BELADY),
+    (LRU_NAME, LRU),
+    (DEFAULT_NAME, DEFAULT),
+    (BELADY_NAME, BELADY),
 )
+# The scan also shows the default without containment, so the table isolates its effect.
+UNCONTAINED_NAME = "default, no containment"
+UNCONTAINED = replace(DEFAULT, contain_over_budget=False)
+BLIND = "rank-blind (all r64)"
+AWARE = "rank-aware (r8,r16,r64x2)"
 
 
 def uniform_nodes(shape: ClusterShape, max_rank: int = MAX_RANK) -> list[NodeSpec]:
@@ -87,7 +95,7 @@ def scan(spec: WorkloadSpec, shape: ClusterShape) -> list[dict[str, Any]]:
     quiet = workload.without_tenant(SCAN_TENANT)
     nodes = uniform_nodes(shape)
     rows = []
-    for name, config in COMPARED:
+    for name, config in (*COMPARED[:2], (UNCONTAINED_NAME, UNCONTAINED), *COMPARED[2:]):
         with_scan = simulate(name, workload, nodes, config)
         without = simulate(name, quiet, nodes, config)
         with_scan["others_p99_without_scanner_s"] = without["others_ttft_p99_s"]
@@ -101,17 +109,14 @@ def scan(spec: WorkloadSpec, shape: ClusterShape) -> list[dict[str, Any]]:
 def rank_aware(spec: WorkloadSpec, shape: ClusterShape) -> list[dict[str, Any]]:
     """Same mix and slot memory: every engine at rank 64 versus rank classes {8, 16, 64}."""
     workload = generate(spec)
-    blind = simulate(
-        "rank-blind (all r64)", workload, uniform_nodes(shape), replace(DEFAULT, rank_aware=False)
-    )
-    aware_nodes = rank_class_nodes(shape, (8, 16, 64, 64))
-    aware = simulate("rank-aware (r8,r16,r64x2)", workload, aware_nodes, DEFAULT)
+    blind = simulate(BLIND, workload, uniform_nodes(shape), replace(DEFAULT, rank_aware=False))
+    aware = simulate(AWARE, workload, rank_class_nodes(shape, (8, 16, 64, 64)), DEFAULT)
     return [blind, aware]
 
 
 def scale(spec: WorkloadSpec, shape: ClusterShape) -> list[dict[str, Any]]:
     """The default policy alone on a large cluster; the row's wall_s is the point."""
-    return _compare(spec, uniform_nodes(shape), (("default (gdsf+budget)", DEFAULT),))
+    return _compare(spec, uniform_nodes(shape), ((DEFAULT_NAME, DEFAULT),))
 
 
 Scenario = Callable[[WorkloadSpec, ClusterShape], list[dict[str, Any]]]

@@ -9,6 +9,7 @@ from loraplex.serving.policy import (
     NodeSpec,
     PolicyConfig,
     PolicyCore,
+    Rejected,
     Request,
     Routed,
     TenantPlan,
@@ -32,12 +33,12 @@ def v(name: str, rank: int = 8, tenant: str = "t") -> AdapterVersion:
     return AdapterVersion(name, tenant, rank, rank * MB)
 
 
-def route(c: PolicyCore, rid: int, version: str, now: float = 0.0) -> Routed | Deferred:
+def route(c: PolicyCore, rid: int, version: str, now: float = 0.0) -> Routed | Deferred | Rejected:
     tenant = c.cluster.versions[version].tenant_id
     return c.route(Request(rid, tenant, version, now), now)
 
 
-def finish_loads(c: PolicyCore, routed: Routed | Deferred, now: float = 0.0) -> None:
+def finish_loads(c: PolicyCore, routed: Routed | Deferred | Rejected, now: float = 0.0) -> None:
     assert isinstance(routed, Routed)
     pending = [a for a in routed.actions if isinstance(a, Load)]
     while pending:
@@ -75,9 +76,16 @@ def test_a_loaded_adapter_is_served_where_it_is() -> None:
 
 
 def test_over_budget_cold_requests_are_deferred() -> None:
-    c = core(TenantPlan(cold_loads_per_minute=1.0), *(v(f"s{i}") for i in range(30)))
+    c = core(TenantPlan(cold_loads_per_minute=60.0), *(v(f"s{i}") for i in range(30)))
     outcomes = [route(c, i, f"s{i}") for i in range(30)]
     assert any(isinstance(o, Deferred) for o in outcomes)
+
+
+def test_requests_too_far_over_budget_are_refused_with_a_retry_time() -> None:
+    c = core(TenantPlan(cold_loads_per_minute=1.0), *(v(f"s{i}") for i in range(30)))
+    outcomes = [route(c, i, f"s{i}") for i in range(30)]
+    refused = [o for o in outcomes if isinstance(o, Rejected)]
+    assert refused and all(o.retry_after_s > c.config.max_defer_s for o in refused)
 
 
 def test_promote_prefetches_the_new_version_where_the_old_one_is_loaded() -> None:

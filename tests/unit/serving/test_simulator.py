@@ -33,5 +33,14 @@ def test_simulate_prints_a_table_and_writes_json(tmp_path: Path) -> None:
     )
     assert result.exit_code == 0, result.output
     assert "belady (bound)" in result.output
-    rows = json.loads(out.read_text())["rows"]
+    rows = json.loads(out.read_text())["runs"][0]["rows"]
     assert {row["policy"] for row in rows} >= {"lru", "belady (bound)"}
+
+
+def test_simulate_prints_a_verdict_per_target() -> None:
+    result = CliRunner().invoke(
+        simulate, ["--scenario", "stationary", "--requests", "2000", "--adapters", "200"]
+    )
+    assert result.exit_code == 0, result.output
+    verdicts = [line for line in result.output.splitlines() if line[:4] in ("PASS", "FAIL")]
+    assert len(verdicts) == 2  # fewer cold loads, lower p99

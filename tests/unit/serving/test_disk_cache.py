@@ -1,0 +1,193 @@
+"""The node disk cache: verified downloads, one download per version, LRU by bytes, pins."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from pathlib import Path
+from uuid import UUID
+
+import pytest
+
+from loraplex.adapters.errors import ObjectCorrupt
+from loraplex.adapters.store import LocalStore
+from loraplex.serving.disk_cache import DiskCache
+
+FILE_BYTES = 1000  # each of a version's two files
+VERSION_BYTES = 2 * FILE_BYTES
+
+
+class CountingStore(LocalStore):
+    """A local store that counts downloads."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self.gets: list[str] = []
+
+    def get_file(self, key: str, dest: Path, expected_sha256: str) -> None:
+        """Count, then download."""
+        self.gets.append(key)
+        super().get_file(key, dest, expected_sha256)
+
+
+class Version:
+    """A version uploaded to the store: its id, key prefix and file checksums."""
+
+    def __init__(self, store: LocalStore, scratch: Path) -> None:
+        self.id = uuid.uuid4()
+        self.prefix = f"adapters/t/a/{self.id}/"
+        self.contents = {
+            "adapter_config.json": b"{" + self.id.bytes.hex().encode() * 30,
+            "adapter_model.safetensors": self.id.bytes * 62,
+        }
+        self.files: dict[str, str] = {}
+        for name, content in self.contents.items():
+            content = content[:FILE_BYTES].ljust(FILE_BYTES, b" ")
+            self.contents[name] = content
+            source = scratch / f"{self.id}-{name}"
+            source.write_bytes(content)
+            self.files[name] = store.put_file(self.prefix + name, source).sha256
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> CountingStore:
+    """An empty local object store."""
+    return CountingStore(tmp_path / "store")
+
+
+@pytest.fixture
+def scratch(tmp_path: Path) -> Path:
+    """A folder for files on their way into the store."""
+    (tmp_path / "scratch").mkdir()
+    return tmp_path / "scratch"
+
+
+def upload(store: LocalStore, scratch: Path) -> Version:
+    """A fresh version in the store."""
+    return Version(store, scratch)
+
+
+def make_cache(tmp_path: Path, store: LocalStore, versions_fitting: int = 10) -> DiskCache:
+    """A cache whose budget holds exactly `versions_fitting` versions."""
+    return DiskCache(tmp_path / "cache", versions_fitting * VERSION_BYTES, store)
+
+
+async def ensure(cache: DiskCache, version: Version) -> Path:
+    """Ensure a version is cached."""
+    return await cache.ensure(version.id, version.prefix, version.files)
+
+
+def on_disk(cache: DiskCache, version_id: UUID) -> bool:
+    """Whether the version's folder exists."""
+    return cache.path_of(version_id).is_dir()
+
+
+async def test_a_miss_downloads_the_versions_files(tmp_path, store, scratch) -> None:
+    version = upload(store, scratch)
+    cache = make_cache(tmp_path, store)
+    path = await ensure(cache, version)
+    assert {p.name: p.read_bytes() for p in path.iterdir()} == version.contents
+    assert (cache.misses, cache.hits, cache.used_bytes) == (1, 0, VERSION_BYTES)
+
+
+async def test_a_hit_downloads_nothing(tmp_path, store, scratch) -> None:
+    version = upload(store, scratch)
+    cache = make_cache(tmp_path, store)
+    await ensure(cache, version)
+    store.gets.clear()
+    await ensure(cache, version)
+    assert store.gets == []
+    assert cache.hits == 1
+
+
+async def test_a_corrupt_object_fails_and_leaves_nothing_cached(tmp_path, store, scratch) -> None:
+    version = upload(store, scratch)
+    cache = make_cache(tmp_path, store)
+    wrong = {**version.files, "adapter_model.safetensors": "0" * 64}
+    with pytest.raises(ObjectCorrupt):
+        await cache.ensure(version.id, version.prefix, wrong)
+    assert version.id not in cache
+    assert not on_disk(cache, version.id)
+    assert cache.used_bytes == 0
+    assert list((cache.root / ".incoming").iterdir()) == []
+
+
+async def test_a_failed_download_is_retried_by_the_next_ensure(tmp_path, store, scratch) -> None:
+    version = upload(store, scratch)
+    cache = make_cache(tmp_path, store)
+    with pytest.raises(ObjectCorrupt):
+        await cache.ensure(version.id, version.prefix, {"adapter_config.json": "0" * 64})
+    path = await ensure(cache, version)
+    assert sorted(p.name for p in path.iterdir()) == sorted(version.files)
+
+
+async def test_concurrent_ensures_of_a_version_share_one_download(tmp_path, store, scratch) -> None:
+    version = upload(store, scratch)
+    cache = make_cache(tmp_path, store)
+    paths = await asyncio.gather(*(ensure(cache, version) for _ in range(5)))
+    assert len(set(paths)) == 1
+    assert sorted(store.gets) == sorted(version.prefix + name for name in version.files)
+    assert cache.downloads == 1
+
+
+async def test_the_least_recently_used_version_is_evicted_over_budget(
+    tmp_path, store, scratch
+) -> None:
+    first, second, third = (upload(store, scratch) for _ in range(3))
+    cache = make_cache(tmp_path, store, versions_fitting=2)
+    await ensure(cache, first)
+    await ensure(cache, second)
+    await ensure(cache, first)  # first is now the most recently used
+    await ensure(cache, third)
+    await cache.aclose()
+    assert (first.id in cache, second.id in cache, third.id in cache) == (True, False, True)
+    assert not on_disk(cache, second.id)
+    assert (cache.evictions, cache.used_bytes) == (1, 2 * VERSION_BYTES)
+
+
+async def test_a_version_in_use_is_never_evicted(tmp_path, store, scratch) -> None:
+    busy, other = upload(store, scratch), upload(store, scratch)
+    cache = make_cache(tmp_path, store, versions_fitting=1)
+    async with cache.use(busy.id, busy.prefix, busy.files) as path:
+        await ensure(cache, other)
+        await cache.aclose()
+        assert busy.id in cache
+        assert sorted(p.name for p in path.iterdir()) == sorted(busy.files)
+
+
+async def test_a_released_version_is_evicted_if_the_cache_is_over_budget(
+    tmp_path, store, scratch
+) -> None:
+    busy, other = upload(store, scratch), upload(store, scratch)
+    cache = make_cache(tmp_path, store, versions_fitting=1)
+    async with (
+        cache.use(busy.id, busy.prefix, busy.files),
+        cache.use(other.id, other.prefix, other.files),
+    ):
+        assert cache.used_bytes == 2 * VERSION_BYTES  # both pinned: over budget for now
+    assert cache.used_bytes <= cache.budget_bytes
+
+
+async def test_a_pinned_version_cannot_be_discarded(tmp_path, store, scratch) -> None:
+    version = upload(store, scratch)
+    cache = make_cache(tmp_path, store)
+    async with cache.use(version.id, version.prefix, version.files):
+        assert not cache.discard(version.id)
+    assert cache.discard(version.id)
+    assert version.id not in cache
+
+
+async def test_versions_cached_by_a_previous_process_are_reused(tmp_path, store, scratch) -> None:
+    version = upload(store, scratch)
+    await ensure(make_cache(tmp_path, store), version)
+    store.gets.clear()
+    restarted = make_cache(tmp_path, store)
+    await ensure(restarted, version)
+    assert store.gets == []
+    assert restarted.used_bytes == VERSION_BYTES
+
+
+async def test_a_file_name_that_leaves_the_version_folder_is_refused(tmp_path, store) -> None:
+    cache = make_cache(tmp_path, store)
+    with pytest.raises(ValueError, match="plain file name"):
+        await cache.ensure(uuid.uuid4(), "adapters/x/", {"../escape": "0" * 64})
