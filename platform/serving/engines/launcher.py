@@ -40,7 +40,7 @@ class EngineStartError(RuntimeError):
 class EngineConfig:
     """How to run the development engine. Paths are relative to the working directory."""
 
-    model_dir: Path = Path("var/models/base")
+    model_dir: Path = Path("var/models/loraplex-tiny")  # the folder name is the model id
     port: int = 8100
     host: str = "127.0.0.1"
     max_lora_rank: int = 64

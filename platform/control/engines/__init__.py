@@ -1,0 +1,1 @@
+"""Control plane: inference engines (register, inspect, retire)."""

@@ -1,0 +1,77 @@
+"""Request and response bodies for inference engines."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated
+from uuid import UUID
+
+import msgspec
+
+from loraplex.api.schemas import Input, Output
+from loraplex.db.models import EngineKind
+
+EngineName = Annotated[str, msgspec.Meta(pattern=r"^[a-z0-9][a-z0-9._-]{0,99}$")]
+Url = Annotated[str, msgspec.Meta(min_length=1, max_length=500)]
+Rank = Annotated[int, msgspec.Meta(ge=1, le=1024)]
+Slots = Annotated[int, msgspec.Meta(ge=1, le=100_000)]
+
+
+class EngineCreate(Input):
+    """An engine process to route to; `max_lora_rank` is its rank class."""
+
+    name: EngineName
+    url: Url
+    kind: EngineKind
+    base_model: str
+    max_lora_rank: Rank = 64
+    gpu_slots: Slots = 8  # SGLang --max-loras-per-batch, vLLM --max-loras
+    host_slots: Slots = 32  # SGLang --max-loaded-loras, vLLM --max-cpu-loras
+    agent_url: Annotated[str, msgspec.Meta(max_length=500)] = ""
+
+
+class EngineLiveOut(Output):
+    """An engine's state as this API replica's health poller sees it."""
+
+    in_rotation: bool
+    in_flight: int
+    loaded_adapters: int
+    last_error: str
+
+
+class EngineOut(Output):
+    """An engine; `live` is null where this process runs no health poller."""
+
+    id: UUID
+    name: str
+    url: str
+    kind: str
+    base_model: str
+    max_lora_rank: int
+    gpu_slots: int
+    host_slots: int
+    agent_url: str
+    source: str  # "database" (registered here) | "settings" (LORAPLEX_ENGINES)
+    status: str  # "healthy" | "unhealthy" | "unknown" (| "draining")
+    live: EngineLiveOut | None = None
+    last_heartbeat_at: datetime | None = None
+    created_at: datetime | None = None
+
+
+class LoadedAdapterOut(Output):
+    """One adapter an engine holds, mapped back to its tenant, adapter and version."""
+
+    name: str  # the engine-side name
+    version_id: UUID | None = None  # None: a name Loraplex did not make (or since deleted)
+    tenant_id: UUID | None = None
+    tenant: str | None = None
+    adapter: str | None = None
+    version: int | None = None
+
+
+class EngineAdaptersOut(Output):
+    """What an engine holds, as of the poller's last look (`live` false: no poller here)."""
+
+    engine_id: UUID
+    live: bool
+    adapters: list[LoadedAdapterOut]

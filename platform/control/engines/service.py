@@ -1,0 +1,216 @@
+"""Engines: registered by operators, merged with the live view of the engine registry."""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit
+from uuid import UUID
+
+import msgspec
+from advanced_alchemy.repository import SQLAlchemyAsyncRepository
+from advanced_alchemy.service import SQLAlchemyAsyncRepositoryService
+from sqlalchemy import select
+
+from loraplex.control.audit.service import record
+from loraplex.control.engines.schemas import (
+    EngineAdaptersOut,
+    EngineCreate,
+    EngineLiveOut,
+    EngineOut,
+    LoadedAdapterOut,
+)
+from loraplex.db.models import Adapter, AdapterVersion, BaseModel, Engine, EngineStatus, Tenant
+from loraplex.errors import Conflict, InvalidInput, NotFound
+from loraplex.serving.loader import version_id_of
+from loraplex.serving.registry import EngineHandle, EngineRegistry, EngineSource, handle_from_row
+
+
+class EngineService(SQLAlchemyAsyncRepositoryService[Engine]):
+    """Engines in the database; the registry (when this process runs one) adds live state."""
+
+    class Repo(SQLAlchemyAsyncRepository[Engine]):
+        """Engines."""
+
+        model_type = Engine
+
+    repository_type = Repo
+
+    async def register(
+        self, data: EngineCreate, actor: str, registry: EngineRegistry | None
+    ) -> EngineOut:
+        """Register an engine and start probing it; the name must be free."""
+        _check_url(data.url, "url")
+        if data.agent_url:
+            _check_url(data.agent_url, "agent_url")
+        if data.host_slots < data.gpu_slots:
+            raise InvalidInput("host_slots must be at least gpu_slots", param="host_slots")
+        base = await self._base_model_named(data.base_model)
+        taken_by_settings = registry is not None and any(
+            h.name == data.name and not h.persisted for h in registry.all()
+        )
+        if taken_by_settings or await self.exists(name=data.name):
+            raise Conflict(f"engine '{data.name}' is already registered", param="name")
+        fields = msgspec.structs.asdict(data)
+        fields.pop("base_model")
+        engine = await self.create(
+            Engine(**fields, base_model_id=base.id, status=EngineStatus.UNKNOWN)
+        )
+        record(self.repository.session, actor, "engine.register", engine, name=engine.name)
+        if registry is not None:
+            # Before the commit: should it fail, the registry's next database sync drops it.
+            registry.add(handle_from_row(engine, base.name, registry.driver_factory))
+        return _out(engine, base.name, registry)
+
+    async def deregister(
+        self, engine_id: UUID, actor: str, registry: EngineRegistry | None
+    ) -> None:
+        """Remove a registered engine; requests in flight on it end with an error."""
+        engine = await self.get_one_or_none(id=engine_id)
+        if engine is None:
+            if registry is not None and registry.get(str(engine_id)) is not None:
+                raise Conflict("this engine is listed in LORAPLEX_ENGINES; remove it there")
+            raise NotFound("engine not found")
+        record(self.repository.session, actor, "engine.deregister", engine, name=engine.name)
+        await self.delete(engine.id)
+        if registry is not None:
+            await registry.retire(str(engine_id))
+
+    async def list_engines(self, registry: EngineRegistry | None) -> list[EngineOut]:
+        """Registered engines and those from settings, by name."""
+        rows = await self.repository.session.execute(
+            select(Engine, BaseModel.name).join(BaseModel, Engine.base_model_id == BaseModel.id)
+        )
+        views = {row.name: _out(row, base, registry) for row, base in rows.all()}
+        for handle in registry.all() if registry is not None else []:
+            if handle.source is EngineSource.SETTINGS:
+                views.setdefault(handle.name, _settings_out(handle))
+        return [views[name] for name in sorted(views)]
+
+    async def view(self, engine_id: UUID, registry: EngineRegistry | None) -> EngineOut:
+        """One engine, registered or from settings."""
+        row = (
+            await self.repository.session.execute(
+                select(Engine, BaseModel.name)
+                .join(BaseModel, Engine.base_model_id == BaseModel.id)
+                .where(Engine.id == engine_id)
+            )
+        ).first()
+        if row is not None:
+            return _out(row[0], row[1], registry)
+        handle = registry.get(str(engine_id)) if registry is not None else None
+        if handle is None:
+            raise NotFound("engine not found")
+        return _settings_out(handle)
+
+    async def loaded_adapters(
+        self, engine_id: UUID, registry: EngineRegistry | None
+    ) -> EngineAdaptersOut:
+        """The adapters the engine holds, as of the poller's last look, with their owners."""
+        handle = registry.get(str(engine_id)) if registry is not None else None
+        if handle is None:
+            await self.view(engine_id, registry)  # 404 for an unknown engine
+            return EngineAdaptersOut(engine_id=engine_id, live=False, adapters=[])
+        names = sorted(handle.loaded)
+        owners = await self._owners([v for v in map(version_id_of, names) if v is not None])
+        adapters = []
+        for name in names:
+            version_id = version_id_of(name)
+            owner = owners.get(version_id) if version_id is not None else None
+            adapters.append(owner(name) if owner else LoadedAdapterOut(name=name))
+        return EngineAdaptersOut(engine_id=engine_id, live=True, adapters=adapters)
+
+    async def _owners(self, version_ids: list[UUID]) -> dict[UUID, _Owner]:
+        if not version_ids:
+            return {}
+        rows = await self.repository.session.execute(
+            select(AdapterVersion.id, AdapterVersion.number, Adapter.name, Tenant.id, Tenant.slug)
+            .join(Adapter, AdapterVersion.adapter_id == Adapter.id)
+            .join(Tenant, AdapterVersion.tenant_id == Tenant.id)
+            .where(AdapterVersion.id.in_(version_ids))
+        )
+        return {row[0]: _Owner(*row) for row in rows.all()}
+
+    async def _base_model_named(self, name: str) -> BaseModel:
+        base = await self.repository.session.scalar(select(BaseModel).where(BaseModel.name == name))
+        if base is None:
+            raise InvalidInput(f"unknown base model '{name}'", param="base_model")
+        return base
+
+
+class _Owner(msgspec.Struct, frozen=True):
+    """Whose adapter version an engine-side name stands for."""
+
+    version_id: UUID
+    number: int
+    adapter: str
+    tenant_id: UUID
+    tenant: str
+
+    def __call__(self, name: str) -> LoadedAdapterOut:
+        return LoadedAdapterOut(
+            name=name,
+            version_id=self.version_id,
+            tenant_id=self.tenant_id,
+            tenant=self.tenant,
+            adapter=self.adapter,
+            version=self.number,
+        )
+
+
+def _check_url(url: str, param: str) -> None:
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise InvalidInput(f"{param} must be an http(s) URL with a host", param=param)
+
+
+def _live(handle: EngineHandle | None) -> EngineLiveOut | None:
+    if handle is None:
+        return None
+    return EngineLiveOut(
+        in_rotation=handle.healthy,
+        in_flight=handle.in_flight,
+        loaded_adapters=len(handle.loaded),
+        last_error=handle.last_error,
+    )
+
+
+def _status(handle: EngineHandle) -> str:
+    if handle.healthy:
+        return EngineStatus.HEALTHY
+    return EngineStatus.UNHEALTHY if handle.last_error else EngineStatus.UNKNOWN
+
+
+def _out(engine: Engine, base_model: str, registry: EngineRegistry | None) -> EngineOut:
+    handle = registry.get(str(engine.id)) if registry is not None else None
+    return EngineOut(
+        id=engine.id,
+        name=engine.name,
+        url=engine.url,
+        kind=str(engine.kind),
+        base_model=base_model,
+        max_lora_rank=engine.max_lora_rank,
+        gpu_slots=engine.gpu_slots,
+        host_slots=engine.host_slots,
+        agent_url=engine.agent_url,
+        source=EngineSource.DATABASE,
+        status=_status(handle) if handle is not None else str(engine.status),
+        last_heartbeat_at=engine.last_heartbeat_at,
+        created_at=engine.created_at,
+        live=_live(handle),
+    )
+
+
+def _settings_out(handle: EngineHandle) -> EngineOut:
+    return EngineOut(
+        id=UUID(handle.id),
+        name=handle.name,
+        url=handle.url,
+        kind=handle.kind,
+        base_model=handle.base_model,
+        max_lora_rank=handle.max_lora_rank,
+        gpu_slots=handle.gpu_slots,
+        host_slots=handle.host_slots,
+        agent_url=handle.agent_url,
+        source=EngineSource.SETTINGS,
+        status=_status(handle),
+        live=_live(handle),
+    )

@@ -1,0 +1,215 @@
+"""The node's adapter cache: version files pulled from the object store onto local disk.
+
+Layout: `root/<version id>/<file>`. A version directory appears only complete — files are
+downloaded (and sha256-checked by the store) into `root/.incoming/` and the directory is
+renamed into place — so a present directory is trusted without re-hashing: versions are
+immutable. Eviction is LRU by bytes and never removes a version that is pinned (in use).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import shutil
+import uuid
+from collections import OrderedDict
+from collections.abc import AsyncIterator
+from pathlib import Path
+from uuid import UUID
+
+from loraplex.adapters.store import ObjectStore
+
+log = logging.getLogger("loraplex.serving.disk_cache")
+
+INCOMING = ".incoming"  # downloads in progress
+TRASH = ".trash"  # evicted versions, removed in the background
+
+
+class DiskCache:
+    """Adapter versions on local disk under a byte budget, filled on demand from the store."""
+
+    def __init__(self, root: Path, budget_bytes: int, store: ObjectStore) -> None:
+        self.root = root
+        self.budget_bytes = budget_bytes
+        self.store = store
+        self.hits = 0  # ensure() found the version on disk
+        self.misses = 0  # ensure() had to wait for a download (its own or a shared one)
+        self.downloads = 0  # downloads started: with single-flight, at most one per miss burst
+        self.evictions = 0
+        self.used_bytes = 0
+        self._sizes: OrderedDict[UUID, int] = OrderedDict()  # least recently used first
+        self._pins: dict[UUID, int] = {}
+        self._downloads: dict[UUID, asyncio.Task[int]] = {}
+        self._background: set[asyncio.Task[None]] = set()
+        self._adopt_existing()
+
+    def __contains__(self, version_id: object) -> bool:
+        """Whether the version is on disk now."""
+        return version_id in self._sizes
+
+    def path_of(self, version_id: UUID) -> Path:
+        """The directory a version's files live in (whether or not it is cached)."""
+        return self.root / str(version_id)
+
+    async def ensure(
+        self, version_id: UUID, storage_key_prefix: str, files: dict[str, str]
+    ) -> Path:
+        """The version's directory, downloading `files` (name -> sha256) on a miss.
+
+        The path is not pinned: hold `use()` instead while something reads the files.
+        """
+        async with self.use(version_id, storage_key_prefix, files) as path:
+            return path
+
+    @contextlib.asynccontextmanager
+    async def use(
+        self, version_id: UUID, storage_key_prefix: str, files: dict[str, str]
+    ) -> AsyncIterator[Path]:
+        """Ensure the version is on disk and keep it there (pinned) inside the block."""
+        files = {_plain_name(name): sha256 for name, sha256 in files.items()}
+        # Pin before awaiting: a download that lands in the meantime may evict, and must
+        # not pick the version this caller is about to read.
+        self._pins[version_id] = self._pins.get(version_id, 0) + 1
+        try:
+            await self._fetch(version_id, storage_key_prefix, files)
+            yield self.path_of(version_id)
+        finally:
+            self._unpin(version_id)
+
+    def is_pinned(self, version_id: UUID) -> bool:
+        """Whether someone is using the version right now."""
+        return self._pins.get(version_id, 0) > 0
+
+    def discard(self, version_id: UUID) -> bool:
+        """Evict one version now (an eviction policy chose it); False if pinned or absent."""
+        if self.is_pinned(version_id) or version_id not in self._sizes:
+            return False
+        self._evict(version_id)
+        return True
+
+    async def aclose(self) -> None:
+        """Wait for background removals of evicted versions."""
+        if self._background:
+            await asyncio.gather(*self._background, return_exceptions=True)
+
+    async def _fetch(self, version_id: UUID, prefix: str, files: dict[str, str]) -> None:
+        if version_id in self._sizes:
+            self.hits += 1
+            self._sizes.move_to_end(version_id)
+            return
+        self.misses += 1
+        task = self._downloads.get(version_id)
+        if task is None:
+            self.downloads += 1
+            task = asyncio.create_task(self._download(version_id, prefix, dict(files)))
+            self._downloads[version_id] = task
+            task.add_done_callback(lambda done: self._download_finished(version_id, done))
+        # Shielded: a waiter that gives up (client gone) must not cancel the shared download.
+        await asyncio.shield(task)
+
+    def _download_finished(self, version_id: UUID, task: asyncio.Task[int]) -> None:
+        if self._downloads.get(version_id) is task:  # not a retry started since
+            del self._downloads[version_id]
+
+    async def _download(self, version_id: UUID, prefix: str, files: dict[str, str]) -> int:
+        size = await asyncio.to_thread(self._download_blocking, version_id, prefix, files)
+        self._sizes[version_id] = size
+        self.used_bytes += size
+        self._evict_over_budget()
+        return size
+
+    def _download_blocking(self, version_id: UUID, prefix: str, files: dict[str, str]) -> int:
+        """Fetch every file into a fresh temp directory, then rename it into place."""
+        incoming = self.root / INCOMING / f"{version_id}.{uuid.uuid4().hex}"
+        incoming.mkdir(parents=True)
+        try:
+            for name, sha256 in files.items():
+                self.store.get_file(prefix + name, incoming / name, sha256)
+            size = sum(p.stat().st_size for p in incoming.iterdir())
+            target = self.path_of(version_id)
+            if target.exists():  # a stray copy not in the index (e.g. removed by hand midway)
+                self._move_to_trash(target)
+            os.replace(incoming, target)
+            return size
+        finally:
+            shutil.rmtree(incoming, ignore_errors=True)
+
+    def _unpin(self, version_id: UUID) -> None:
+        remaining = self._pins.get(version_id, 0) - 1
+        if remaining > 0:
+            self._pins[version_id] = remaining
+            return
+        self._pins.pop(version_id, None)
+        self._evict_over_budget()  # the cache may be over budget because this was pinned
+
+    def _evict_over_budget(self) -> None:
+        """Evict least recently used, unpinned versions until the cache fits its budget."""
+        for version_id in list(self._sizes):
+            if self.used_bytes <= self.budget_bytes:
+                return
+            if not self.is_pinned(version_id):
+                self._evict(version_id)
+        if self.used_bytes > self.budget_bytes:
+            log.info(
+                "disk cache over budget (%d > %d): the rest is pinned",
+                self.used_bytes,
+                self.budget_bytes,
+            )
+
+    def _evict(self, version_id: UUID) -> None:
+        self.used_bytes -= self._sizes.pop(version_id)
+        self.evictions += 1
+        # Rename now (instant, so a re-download can take the name at once); delete later.
+        trashed = self._move_to_trash(self.path_of(version_id))
+        if trashed is None:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # called outside the event loop: remove inline
+            shutil.rmtree(trashed, ignore_errors=True)
+            return
+        task = loop.create_task(asyncio.to_thread(shutil.rmtree, trashed, True))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    def _move_to_trash(self, path: Path) -> Path | None:
+        trash = self.root / TRASH
+        trash.mkdir(parents=True, exist_ok=True)
+        target = trash / f"{path.name}.{uuid.uuid4().hex}"
+        try:
+            os.replace(path, target)
+        except FileNotFoundError:
+            return None
+        return target
+
+    def _adopt_existing(self) -> None:
+        """Index versions left by a previous process (complete by construction), oldest first."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        for leftover in (INCOMING, TRASH):
+            shutil.rmtree(self.root / leftover, ignore_errors=True)
+        found: list[tuple[float, UUID, int]] = []
+        for entry in self.root.iterdir():
+            version_id = _as_uuid(entry.name)
+            if version_id is None or not entry.is_dir():
+                continue
+            size = sum(p.stat().st_size for p in entry.iterdir() if p.is_file())
+            found.append((entry.stat().st_mtime, version_id, size))
+        for _, version_id, size in sorted(found):
+            self._sizes[version_id] = size
+            self.used_bytes += size
+
+
+def _plain_name(name: str) -> str:
+    """A file name from version metadata, refused if it could leave the version's folder."""
+    if not name or "/" in name or "\\" in name or name.startswith("."):
+        raise ValueError(f"not a plain file name: {name!r}")
+    return name
+
+
+def _as_uuid(text: str) -> UUID | None:
+    try:
+        return UUID(text)
+    except ValueError:
+        return None

@@ -1,0 +1,278 @@
+"""The engines this process routes to: who they are, whether they answer, what they hold.
+
+Engines come from two places: `LORAPLEX_ENGINES` (fixed for the life of the process) and the
+`engines` table (registered through `/api/v1/engines`, re-read periodically so every API
+replica converges). A background task probes each one; an engine that stops answering
+leaves `candidates()` and comes back when it answers again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from loraplex.db.models import BaseModel, Engine
+from loraplex.serving.engines import EngineDriver, make_driver
+from loraplex.serving.health import HealthRule
+from loraplex.serving.poller import HealthPoller, SessionFactory
+from loraplex.settings import EngineEndpoint, Settings
+
+log = logging.getLogger("loraplex.serving.registry")
+
+DriverFactory = Callable[[str, str], EngineDriver]  # (kind, url) -> driver
+# Settings engines have no database row; a stable id derived from the name lets the API and
+# the gateway address them like registered ones, across restarts and replicas.
+SETTINGS_NAMESPACE = uuid.UUID("5b0c4a53-7c1e-4f43-9b7e-6c1a0e0f6a11")
+
+
+class EngineSource(enum.StrEnum):
+    """Where an engine was declared."""
+
+    DATABASE = "database"  # registered through the API
+    SETTINGS = "settings"  # LORAPLEX_ENGINES
+
+
+@dataclass(eq=False)
+class EngineHandle:
+    """One engine as the gateway sees it: its facts, its driver and its live state."""
+
+    id: str
+    name: str
+    url: str
+    kind: str
+    base_model: str  # the base model's name
+    max_lora_rank: int
+    gpu_slots: int
+    host_slots: int
+    driver: EngineDriver
+    healthy: bool = False  # unknown until the first probe answers
+    in_flight: int = 0  # requests the gateway has sent and not finished
+    loaded: set[str] = field(default_factory=set)  # engine-side adapter names
+    last_error: str = ""
+    source: EngineSource = EngineSource.DATABASE
+    agent_url: str = ""
+    # Engine-side name -> the load in progress, so concurrent requests share one load.
+    loading: dict[str, asyncio.Task[Any]] = field(default_factory=dict, repr=False)
+
+    @property
+    def persisted(self) -> bool:
+        """Whether the engine has a database row to record its health in."""
+        return self.source is EngineSource.DATABASE
+
+
+def settings_engine_id(name: str) -> str:
+    """The stable id of an engine listed in settings."""
+    return str(uuid.uuid5(SETTINGS_NAMESPACE, name))
+
+
+def handle_from_endpoint(endpoint: EngineEndpoint, driver_factory: DriverFactory) -> EngineHandle:
+    """A handle for an engine listed in `LORAPLEX_ENGINES`."""
+    return EngineHandle(
+        id=settings_engine_id(endpoint.name),
+        name=endpoint.name,
+        url=endpoint.url,
+        kind=endpoint.kind,
+        base_model=endpoint.base_model,
+        max_lora_rank=endpoint.max_lora_rank,
+        gpu_slots=endpoint.gpu_slots,
+        host_slots=endpoint.host_slots,
+        driver=driver_factory(endpoint.kind, endpoint.url),
+        source=EngineSource.SETTINGS,
+    )
+
+
+def handle_from_row(row: Engine, base_model: str, driver_factory: DriverFactory) -> EngineHandle:
+    """A handle for an engine registered in the database."""
+    return EngineHandle(
+        id=str(row.id),
+        name=row.name,
+        url=row.url,
+        kind=str(row.kind),
+        base_model=base_model,
+        max_lora_rank=row.max_lora_rank,
+        gpu_slots=row.gpu_slots,
+        host_slots=row.host_slots,
+        driver=driver_factory(str(row.kind), row.url),
+        agent_url=row.agent_url,
+    )
+
+
+class EngineRegistry:
+    """The single source of truth for which engines exist and which may take requests."""
+
+    def __init__(
+        self,
+        *,
+        interval_s: float = 2.0,
+        session_factory: SessionFactory | None = None,
+        driver_factory: DriverFactory = make_driver,
+        rule: HealthRule | None = None,
+        probe_timeout_s: float = 5.0,
+        heartbeat_every_s: float = 30.0,
+        db_sync_every_s: float = 30.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.interval_s = interval_s
+        self.session_factory = session_factory
+        self.driver_factory = driver_factory
+        self.db_sync_every_s = db_sync_every_s
+        self.clock = clock
+        self.poller = HealthPoller(
+            rule=rule,
+            probe_timeout_s=probe_timeout_s,
+            heartbeat_every_s=heartbeat_every_s,
+            session_factory=session_factory,
+            clock=clock,
+        )
+        self._engines: dict[str, EngineHandle] = {}
+        self._loop_task: asyncio.Task[None] | None = None
+        self._side_tasks: set[asyncio.Task[Any]] = set()
+        self._last_db_sync: float | None = None
+
+    @classmethod
+    def from_settings(
+        cls,
+        settings: Settings,
+        *,
+        session_factory: SessionFactory | None = None,
+        driver_factory: DriverFactory = make_driver,
+    ) -> EngineRegistry:
+        """A registry holding the engines of `LORAPLEX_ENGINES`, polled at the set interval."""
+        registry = cls(
+            interval_s=settings.engine_health_interval_s,
+            session_factory=session_factory,
+            driver_factory=driver_factory,
+        )
+        for endpoint in settings.engines:
+            registry.add(handle_from_endpoint(endpoint, driver_factory))
+        return registry
+
+    def add(self, handle: EngineHandle) -> None:
+        """Add (or replace) an engine; it joins the rotation once a probe answers."""
+        self._engines[handle.id] = handle
+        if self._loop_task is not None:  # running: probe now rather than at the next round
+            self._spawn(self.poller.probe(handle))
+
+    def remove(self, engine_id: str) -> EngineHandle | None:
+        """Take an engine out of the registry; the caller closes its driver (see `retire`)."""
+        self.poller.forget(engine_id)
+        return self._engines.pop(engine_id, None)
+
+    async def retire(self, engine_id: str) -> None:
+        """Remove an engine and close its driver (its streams in flight end with an error)."""
+        handle = self.remove(engine_id)
+        if handle is not None:
+            await _close_quietly(handle)
+
+    def get(self, engine_id: str) -> EngineHandle | None:
+        """The engine with this id, if registered."""
+        return self._engines.get(engine_id)
+
+    def all(self) -> list[EngineHandle]:
+        """Every engine, healthy or not, by name."""
+        return sorted(self._engines.values(), key=lambda h: h.name)
+
+    def candidates(self, base_model: str) -> list[EngineHandle]:
+        """Healthy engines serving `base_model` (by name): the ones a request may go to."""
+        return [h for h in self.all() if h.healthy and h.base_model == base_model]
+
+    async def mark_unhealthy(self, engine_id: str, reason: str) -> None:
+        """Take an engine out of rotation now (it failed a request); the poller brings it back."""
+        handle = self._engines.get(engine_id)
+        if handle is not None:
+            await self.poller.force_down(handle, reason)
+
+    async def poll_once(self) -> None:
+        """One round of probes over every engine."""
+        await self.poller.poll(list(self._engines.values()))
+
+    async def refresh_from_db(self, session: AsyncSession) -> None:
+        """Make the database-registered engines match the `engines` table."""
+        rows = (
+            await session.execute(
+                select(Engine, BaseModel.name).join(BaseModel, Engine.base_model_id == BaseModel.id)
+            )
+        ).all()
+        seen: set[str] = set()
+        for row, base_model in rows:
+            seen.add(str(row.id))
+            await self._adopt_row(row, base_model)
+        for handle in list(self._engines.values()):
+            if handle.persisted and handle.id not in seen:
+                await self.retire(handle.id)
+        self._last_db_sync = self.clock()
+
+    async def start(self) -> None:
+        """Read the database, probe every engine once, then keep probing in the background."""
+        if self._loop_task is not None:
+            return
+        await self._sync_from_db_if_due()
+        await self.poll_once()  # so the first request already sees who answers
+        self._loop_task = asyncio.create_task(self._run(), name="engine-health-poller")
+
+    async def stop(self) -> None:
+        """Stop probing and close every driver."""
+        tasks = [t for t in (self._loop_task, *self._side_tasks) if t is not None]
+        self._loop_task = None
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        for handle in list(self._engines.values()):
+            await _close_quietly(handle)
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(self.interval_s)
+            await self._sync_from_db_if_due()
+            await self.poll_once()
+
+    async def _sync_from_db_if_due(self) -> None:
+        """Re-read the engines table every `db_sync_every_s` (other replicas may change it)."""
+        if self.session_factory is None:
+            return
+        if self._last_db_sync is not None and (
+            self.clock() - self._last_db_sync < self.db_sync_every_s
+        ):
+            return
+        try:
+            async with self.session_factory() as session:
+                await self.refresh_from_db(session)
+        except Exception as exc:  # keep serving the engines we know about
+            log.warning("could not read the engines table: %s", exc)
+            self._last_db_sync = self.clock()
+
+    async def _adopt_row(self, row: Engine, base_model: str) -> None:
+        """Keep a known engine's live state; rebuild its handle only if its address changed."""
+        current = self._engines.get(str(row.id))
+        if current is not None and (current.url, current.kind) == (row.url, str(row.kind)):
+            current.name, current.base_model = row.name, base_model
+            current.max_lora_rank, current.agent_url = row.max_lora_rank, row.agent_url
+            current.gpu_slots, current.host_slots = row.gpu_slots, row.host_slots
+            return
+        if current is not None:
+            await self.retire(current.id)
+        self.add(handle_from_row(row, base_model, self.driver_factory))
+
+    def _spawn(self, coroutine: Any) -> None:
+        task = asyncio.create_task(coroutine)
+        self._side_tasks.add(task)  # a reference, or the task may be collected mid-flight
+        task.add_done_callback(self._side_tasks.discard)
+
+
+async def _close_quietly(handle: EngineHandle) -> None:
+    try:
+        await handle.driver.aclose()
+    except Exception as exc:  # closing a client to a dead engine may fail; nothing to do
+        log.debug("closing driver of %s: %s", handle.name, exc)

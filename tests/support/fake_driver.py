@@ -1,0 +1,85 @@
+"""An in-memory engine driver speaking the `EngineDriver` protocol, for registry and loader tests."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+from loraplex.serving.engines import (
+    EngineHealth,
+    EngineUnavailable,
+    GenerateChunk,
+    GenerateRequest,
+)
+
+
+class FakeDriver:
+    """An engine that is up or down at the test's word and remembers what it was asked."""
+
+    def __init__(self, kind: str = "vllm", url: str = "http://fake-engine") -> None:
+        self.kind = kind
+        self.url = url
+        self.up = True
+        self.hang = False  # health() never answers
+        self.adapters: dict[str, Path] = {}
+        self.loads: list[str] = []
+        self.files_seen_at_load: dict[str, list[str]] = {}
+        self.load_gate: asyncio.Event | None = None  # set by a test to hold loads
+        self.list_gate: asyncio.Event | None = None  # set by a test to hold list_loaded
+        self.list_started = asyncio.Event()
+        self.closed = False
+
+    def restart(self) -> None:
+        """The engine process came back empty, as a restarted engine does."""
+        self.adapters.clear()
+
+    async def health(self) -> EngineHealth:
+        """Healthy while `up`; hangs forever when `hang`."""
+        if self.hang:
+            await asyncio.Event().wait()
+        return EngineHealth(self.up, 0.0, "" if self.up else "connection refused")
+
+    async def list_loaded(self) -> set[str]:
+        """The adapters held now."""
+        self._check_up()
+        self.list_started.set()
+        if self.list_gate is not None:
+            snapshot = set(self.adapters)
+            await self.list_gate.wait()
+            return snapshot
+        return set(self.adapters)
+
+    async def load(self, name: str, path: Path, pinned: bool = False) -> None:
+        """Remember the adapter (and which files were on disk when asked)."""
+        self._check_up()
+        self.files_seen_at_load[name] = sorted(p.name for p in path.iterdir())
+        if self.load_gate is not None:
+            await self.load_gate.wait()
+        self.loads.append(name)
+        self.adapters[name] = path
+
+    async def unload(self, name: str) -> None:
+        """Forget the adapter."""
+        self._check_up()
+        self.adapters.pop(name, None)
+
+    async def generate(self, request: GenerateRequest) -> AsyncIterator[GenerateChunk]:
+        """One chunk echoing the adapter name."""
+        self._check_up()
+        yield GenerateChunk(text=request.adapter or "base", finish_reason="stop")
+
+    async def abort(self, rid: str) -> None:
+        """Nothing to stop."""
+
+    async def metrics(self) -> dict[str, float]:
+        """No samples."""
+        return {}
+
+    async def aclose(self) -> None:
+        """Note the close."""
+        self.closed = True
+
+    def _check_up(self) -> None:
+        if not self.up:
+            raise EngineUnavailable("connection refused")
