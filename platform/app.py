@@ -6,8 +6,6 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-import anyio
-import redis.asyncio as aioredis
 from advanced_alchemy.extensions.litestar import SQLAlchemyPlugin
 from litestar import Litestar, Router
 from litestar.di import Provide
@@ -16,21 +14,23 @@ from litestar.openapi.config import OpenAPIConfig
 from litestar.openapi.plugins import ScalarRenderPlugin
 from litestar.plugins.prometheus import PrometheusConfig, PrometheusController
 
-from loraplex.adapters.errors import StoreError
-from loraplex.api.deps import open_object_store, provide_principal, provide_settings, provide_store
+from loraplex import runtime
+from loraplex.api.deps import provide_principal, provide_settings, provide_store
 from loraplex.api.paging import provide_page
 from loraplex.auth.access import PUBLIC, check_access
-from loraplex.auth.authenticator import KeyAuthenticator
 from loraplex.auth.middleware import BearerKeyMiddleware
 from loraplex.control.adapters.controller import AdapterController
 from loraplex.control.audit.controller import AuditController
 from loraplex.control.base_models.controller import BaseModelController
+from loraplex.control.engines.controller import EngineController
 from loraplex.control.health import HealthController
 from loraplex.control.keys.controller import ApiKeyController
 from loraplex.control.tenants.controller import PlanController, TenantController
+from loraplex.control.usage.controller import UsageController
 from loraplex.control.users.controller import UserController
 from loraplex.db.config import sqlalchemy_config
 from loraplex.errors import exception_handlers
+from loraplex.gateway.controller import InferenceController
 from loraplex.settings import Settings
 
 log = logging.getLogger("loraplex.app")
@@ -44,6 +44,9 @@ CONTROLLERS: list[type] = [
     ApiKeyController,
     BaseModelController,
     AuditController,
+    UsageController,
+    EngineController,
+    InferenceController,
 ]
 
 
@@ -62,21 +65,8 @@ def create_app(settings: Settings | None = None) -> Litestar:
 
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
-        app.state.settings = settings
-        app.state.authenticator = KeyAuthenticator(db.create_session_maker())
-        app.state.store = open_object_store(settings)
-        try:  # creates the bucket on first start; an outage now is reported by uploads later
-            await anyio.to_thread.run_sync(app.state.store.check)
-        except StoreError as exc:
-            log.warning("object store not ready at startup: %s", exc)
-        app.state.redis = (
-            aioredis.from_url(settings.redis_url, socket_timeout=2) if settings.redis_url else None
-        )
-        try:
+        async with runtime.running(app.state, settings, db):
             yield
-        finally:
-            if app.state.redis is not None:
-                await app.state.redis.aclose()
 
     prometheus = PrometheusConfig(
         app_name="loraplex",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import socket
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -48,16 +49,28 @@ def api(
     if migrate:
         migrations.upgrade(settings.database_url)
     host, port = host or settings.host, port or settings.port
+    sock = listening_socket(host, port, settings.socket_sndbuf_bytes)
     click.echo(f"Loraplex API listening on http://{host}:{port} (OpenAPI at /schema)")
     uvicorn.run(
         "loraplex.app:create_app",
         factory=True,
-        host=host,
-        port=port,
+        fd=sock.fileno(),
         workers=workers or settings.workers,
         log_level="warning",
         access_log=False,
     )
+
+
+def listening_socket(host: str, port: int, sndbuf: int) -> socket.socket:
+    """A bound, listening socket; accepted connections inherit its send buffer size."""
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if sndbuf:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, sndbuf)
+    sock.bind((host, port))
+    sock.listen(2048)
+    sock.set_inheritable(True)
+    return sock
 
 
 @main.group()
@@ -173,3 +186,6 @@ def _attach_feature_commands() -> None:
 
 
 _attach_feature_commands()
+
+if __name__ == "__main__":
+    main()

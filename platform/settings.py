@@ -53,6 +53,9 @@ class Settings:
     port: int = 8000
     workers: int = 1
     debug: bool = False
+    # Kernel send buffer per client connection. Bounds the memory a slow reader can pin and
+    # makes backpressure reach the stream buffer (and `slow_client`) sooner; 0 = OS default.
+    socket_sndbuf_bytes: int = 0
     max_json_body_bytes: int = 1_048_576
     max_upload_bytes: int = 512 * 1024 * 1024
 

@@ -96,7 +96,8 @@ def bench_api(settings: Settings, seconds: int, connections: int, json_path: Pat
     click.echo(f"{'endpoint':42} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'non-2xx':>8}")
     for name, row in rows.items():
         click.echo(
-            f"{name:42} {row['rps']:9.0f} {row['p50_ms']:8.2f} {row['p99_ms']:8.2f} {row['errors']:8.0f}"
+            f"{name:42} {row['rps']:9.0f} {row['p50_ms']:8.2f} {row['p99_ms']:8.2f} "
+            f"{row['errors']:8.0f}"
         )
     json_path.parent.mkdir(parents=True, exist_ok=True)
     json_path.write_text(json.dumps(rows, indent=2))

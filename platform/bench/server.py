@@ -6,9 +6,11 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import httpx
 
@@ -26,30 +28,27 @@ def api_process(
 ) -> Iterator[tuple[str, int]]:
     """Run the API in a subprocess with `env` added; yield (base URL, pid)."""
     port = port or free_port()
+    log = tempfile.NamedTemporaryFile(prefix="loraplex-api-", suffix=".log", delete=False)  # noqa: SIM115
     proc = subprocess.Popen(
         [
             sys.executable,
             "-m",
-            "uvicorn",
-            "loraplex.app:create_app",
-            "--factory",
+            "loraplex.cli",
+            "api",
             "--host",
             "127.0.0.1",
             "--port",
             str(port),
             "--workers",
             str(workers),
-            "--log-level",
-            "warning",
-            "--no-access-log",
         ],
         env={**os.environ, **env},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
+        stdout=log,
+        stderr=subprocess.STDOUT,  # a pipe nobody reads would block the server once full
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        _wait_healthy(url, proc)
+        _wait_healthy(url, proc, Path(log.name))
         yield url, proc.pid
     finally:
         proc.terminate()
@@ -59,11 +58,13 @@ def api_process(
             proc.kill()
 
 
-def _wait_healthy(url: str, proc: subprocess.Popen[bytes], timeout_s: float = 60.0) -> None:
+def _wait_healthy(
+    url: str, proc: subprocess.Popen[bytes], log: Path, timeout_s: float = 60.0
+) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"API exited: {proc.stderr.read().decode() if proc.stderr else ''}")
+            raise RuntimeError(f"API exited:\n{log.read_text()[-4000:]}")
         try:
             if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
                 return

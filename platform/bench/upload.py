@@ -220,7 +220,8 @@ def _given(endpoint: str) -> Iterator[str]:
 
 def _print(rows: list[dict[str, float]]) -> None:
     click.echo(
-        f"{'size MB':>8} {'boto3 MB/s':>11} {'API MB/s':>9} {'API/boto3':>10} {'API peak RSS MB':>16}"
+        f"{'size MB':>8} {'boto3 MB/s':>11} {'API MB/s':>9} {'API/boto3':>10} "
+        f"{'API peak RSS MB':>16}"
     )
     for r in rows:
         click.echo(
@@ -229,5 +230,6 @@ def _print(rows: list[dict[str, float]]) -> None:
         )
     if rows:
         click.echo(
-            f"API process RSS before any upload: {rows[0]['api_idle_rss_mb']:.0f} MB (peak is cumulative)"
+            f"API process RSS before any upload: {rows[0]['api_idle_rss_mb']:.0f} MB "
+            "(peak is cumulative)"
         )

@@ -21,7 +21,7 @@ def make_model(
     num_kv_heads: int = 4,
     intermediate_size: int = 512,
     vocab_size: int = 2048,
-    max_context: int = 1024,
+    max_context: int = 4096,
 ) -> Path:
     """Write config, safetensors weights, tokenizer and generation config to `out_dir`."""
     out_dir = Path(out_dir)

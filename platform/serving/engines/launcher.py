@@ -145,7 +145,7 @@ def venv_is_ready(config: EngineConfig) -> bool:
     )
     # S603: every argument comes from this module or the operator's own config, not a request.
     command = [str(config.python), "-c", probe]
-    result = subprocess.run(command, capture_output=True, check=False)  # noqa: S603
+    result = subprocess.run(command, capture_output=True, check=False)
     return result.returncode == 0
 
 
@@ -158,7 +158,7 @@ def ensure_venv(config: EngineConfig, say: Say) -> None:
         if step[1:3] == ["-m", "venv"] and config.python.exists():
             continue
         # The uninstall is allowed to find nothing; every other step must succeed.
-        result = subprocess.run(step, check=False)  # noqa: S603
+        result = subprocess.run(step, check=False)
         if result.returncode != 0 and "uninstall" not in step:
             raise EngineStartError(f"engine install step failed: {' '.join(step)}")
 
@@ -239,7 +239,7 @@ def _spawn(config: EngineConfig, say: Say) -> EngineInfo:
     """Run the server detached, record it, and wait until it answers."""
     started = time.monotonic()
     with open(config.log_file, "ab") as log:
-        process = subprocess.Popen(  # noqa: S603
+        process = subprocess.Popen(
             server_command(config),
             stdout=log,
             stderr=subprocess.STDOUT,

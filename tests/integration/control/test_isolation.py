@@ -24,6 +24,9 @@ GLOBAL_TENANT_ROUTES = {
     ("GET", "/api/v1/me"): "describes the calling key only",
     ("GET", "/api/v1/base-models"): "base models are shared by every tenant",
     ("GET", "/api/v1/base-models/{model_id:uuid}"): "base models are shared by every tenant",
+    ("POST", "/v1/chat/completions"): "runs as the key's own tenant",
+    ("POST", "/v1/completions"): "runs as the key's own tenant",
+    ("GET", "/v1/models"): "lists the key's own tenant's adapters",
 }
 SKIPPED_METHODS = {"OPTIONS", "HEAD"}
 

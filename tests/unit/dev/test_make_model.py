@@ -32,7 +32,7 @@ def test_config_is_a_standard_float32_llama_with_head_dim_64(model_dir: Path) ->
     assert config.model_type == "llama"
     assert config.hidden_size // config.num_attention_heads == 64
     assert config.tie_word_embeddings is False
-    assert config.max_position_embeddings == 1024
+    assert config.max_position_embeddings == 4096
     assert json.loads((model_dir / "config.json").read_text())["torch_dtype"] == "float32"
 
 

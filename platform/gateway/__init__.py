@@ -1,0 +1,1 @@
+"""The OpenAI-compatible inference gateway: /v1 routes, model resolution, SSE relay, usage."""

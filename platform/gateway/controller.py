@@ -1,0 +1,99 @@
+"""The OpenAI-compatible routes: /v1/chat/completions, /v1/completions, /v1/models."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from litestar import Controller, Request, get, post
+from litestar.response import Response, Stream
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from loraplex.auth import access
+from loraplex.auth.principal import Principal, Scope
+from loraplex.db.models import Adapter, AdapterAlias, AdapterVersion, BaseModel, VersionStatus
+from loraplex.errors import Forbidden
+from loraplex.gateway.schemas import Kind, decode_body
+from loraplex.gateway.service import Gateway
+
+SSE_HEADERS = {"cache-control": "no-cache", "x-accel-buffering": "no"}
+
+
+def _tenant_of(principal: Principal) -> Any:
+    if principal.tenant_id is None:
+        raise Forbidden(
+            "inference runs as a tenant: use a tenant API key with the 'inference' scope"
+        )
+    return principal.tenant_id
+
+
+class InferenceController(Controller):
+    """OpenAI's inference API over Loraplex's engines."""
+
+    tags = ["inference"]
+
+    @post(
+        "/v1/chat/completions",
+        operation_id="CreateChatCompletion",
+        opt=access.tenant(Scope.INFERENCE),
+    )
+    async def chat(self, request: Request[Any, Any, Any], principal: Principal) -> Response[Any]:
+        """Chat completion, streamed as SSE when `stream` is true."""
+        return await _run(request, principal, "chat")
+
+    @post("/v1/completions", operation_id="CreateCompletion", opt=access.tenant(Scope.INFERENCE))
+    async def completions(
+        self, request: Request[Any, Any, Any], principal: Principal
+    ) -> Response[Any]:
+        """Text completion, streamed as SSE when `stream` is true."""
+        return await _run(request, principal, "completion")
+
+    @get("/v1/models", operation_id="ListModels", opt=access.tenant(Scope.INFERENCE))
+    async def models(self, principal: Principal, db_session: AsyncSession) -> dict[str, Any]:
+        """Base models, and the tenant's adapters with their aliases and ready versions."""
+        tenant_id = _tenant_of(principal)
+        created = int(time.time())
+        ids = list(
+            (await db_session.execute(select(BaseModel.name).order_by(BaseModel.name))).scalars()
+        )
+        adapters = (
+            (
+                await db_session.execute(
+                    select(Adapter).where(Adapter.tenant_id == tenant_id).order_by(Adapter.name)
+                )
+            )
+            .scalars()
+            .all()
+        )
+        for adapter in adapters:
+            ids.append(adapter.name)
+            aliases = await db_session.execute(
+                select(AdapterAlias.name).where(AdapterAlias.adapter_id == adapter.id)
+            )
+            ids.extend(f"{adapter.name}@{alias}" for alias in aliases.scalars())
+            numbers = await db_session.execute(
+                select(AdapterVersion.number).where(
+                    AdapterVersion.adapter_id == adapter.id,
+                    AdapterVersion.status == VersionStatus.READY,
+                )
+            )
+            ids.extend(f"{adapter.name}@v{n}" for n in numbers.scalars())
+        return {
+            "object": "list",
+            "data": [
+                {"id": i, "object": "model", "created": created, "owned_by": "loraplex"}
+                for i in ids
+            ],
+        }
+
+
+async def _run(request: Request[Any, Any, Any], principal: Principal, kind: Kind) -> Response[Any]:
+    tenant_id = _tenant_of(principal)
+    gateway: Gateway = request.app.state.gateway
+    body = decode_body(await request.body(), kind)
+    limits = await request.app.state.tenant_limits.get(tenant_id)
+    call = await gateway.prepare(tenant_id, body, limits)
+    if not call.stream:
+        return Response(await gateway.complete(call))
+    return Stream(await gateway.stream(call), media_type="text/event-stream", headers=SSE_HEADERS)

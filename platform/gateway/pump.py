@@ -1,0 +1,226 @@
+"""The engine side of one request: pick an engine, get the adapter there, generate, feed.
+
+Runs as its own task so the client side can send heartbeats while it waits, and so a slow
+client never slows the engine read. Each phase has its own deadline and its own error code:
+`queue_timeout` (engine choice and adapter load), `ttft_timeout` (first token),
+`idle_timeout` (gap between tokens) and `total_timeout` (the whole request).
+
+An engine that fails before the first token is skipped and the next candidate tried; after
+the first token the stream ends with an `engine_died` error event, never a hang.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+
+from loraplex.gateway.buffer import StreamBuffer
+from loraplex.gateway.resolve import Target
+from loraplex.gateway.routing import EngineRouter, Prepared
+from loraplex.serving.engines import (
+    AdapterNotLoaded,
+    EngineDied,
+    EngineError,
+    EngineRejected,
+    EngineUnavailable,
+    GenerateChunk,
+    GenerateRequest,
+)
+
+log = logging.getLogger("loraplex.gateway")
+RETRYABLE = (EngineUnavailable, EngineDied, AdapterNotLoaded)
+
+
+@dataclass(frozen=True)
+class StreamLimits:
+    """Per-request buffer size, heartbeat interval and the four timeouts."""
+
+    buffer_bytes: int = 256 * 1024
+    heartbeat_s: float = 5.0
+    queue_timeout_s: float = 30.0
+    ttft_timeout_s: float = 60.0
+    idle_timeout_s: float = 30.0
+    total_timeout_s: float = 600.0
+
+
+@dataclass
+class Job:
+    """One request as the pump runs it."""
+
+    completion_id: str
+    target: Target
+    request: GenerateRequest  # rid and adapter are filled in per attempt
+    limits: StreamLimits
+    started_at: float
+    engine_name: str = ""
+    attempts: int = 0
+
+
+class _PhaseTimeout(Exception):
+    def __init__(self, code: str):
+        self.code = code
+
+
+async def pump(
+    job: Job,
+    buffer: StreamBuffer,
+    router: EngineRouter,
+    clock: Callable[[], float] = time.monotonic,
+) -> None:
+    """Run the request on an engine and feed `buffer` until it finishes, fails or is cancelled."""
+    deadline_total = job.started_at + job.limits.total_timeout_s
+    try:
+        stream = await _first_token(job, buffer, router, clock, deadline_total)
+        if stream is not None:
+            await _relay(job, buffer, stream, clock, deadline_total)
+    except _PhaseTimeout as exc:
+        buffer.fail(exc.code, f"{exc.code.replace('_', ' ')} after {_elapsed(job, clock):.1f}s")
+    except EngineRejected as exc:
+        buffer.fail("engine_rejected", exc.detail)
+    except EngineError as exc:
+        buffer.fail("engine_unavailable", exc.detail)
+
+
+async def _first_token(
+    job: Job,
+    buffer: StreamBuffer,
+    router: EngineRouter,
+    clock: Callable[[], float],
+    deadline_total: float,
+) -> _Live | None:
+    queue_deadline = min(job.started_at + job.limits.queue_timeout_s, deadline_total)
+    tried: set[str] = set()
+    last_error: Exception | None = None
+    while True:
+        prepared = await _with_deadline(
+            router.prepare(job.target, exclude=tried), queue_deadline, clock, "queue_timeout"
+        )
+        if prepared is None:
+            raise (
+                last_error
+                if last_error
+                else EngineUnavailable("no healthy engine serves this model")
+            )
+        job.attempts += 1
+        live = _Live(prepared, job.request, job.attempts)
+        ttft_deadline = min(clock() + job.limits.ttft_timeout_s, deadline_total)
+        try:
+            chunk = await _with_deadline(live.next(), ttft_deadline, clock, "ttft_timeout")
+        except RETRYABLE as exc:
+            await live.close(abort=False)
+            await router.report_failure(prepared, exc)
+            if not isinstance(exc, AdapterNotLoaded):
+                tried.add(prepared.engine.id)
+            last_error = exc
+            log.warning(
+                "engine %s failed before the first token (%s); retrying", prepared.engine.name, exc
+            )
+            continue
+        except BaseException:
+            await live.close(abort=True)
+            raise
+        job.engine_name = prepared.engine.name
+        buffer.first_token_at = clock()
+        if _feed(buffer, chunk, live):
+            await live.close(abort=False)
+            return None
+        return live
+
+
+async def _relay(
+    job: Job, buffer: StreamBuffer, live: _Live, clock: Callable[[], float], deadline_total: float
+) -> None:
+    try:
+        while not buffer.closed:
+            idle_deadline = min(clock() + job.limits.idle_timeout_s, deadline_total)
+            code = "idle_timeout" if idle_deadline < deadline_total else "total_timeout"
+            try:
+                chunk = await _with_deadline(live.next(), idle_deadline, clock, code)
+            except StopAsyncIteration:
+                buffer.finish("stop")
+                break
+            except EngineDied as exc:
+                buffer.fail("engine_died", f"the engine stopped mid-stream: {exc.detail}")
+                break
+            if _feed(buffer, chunk, live):
+                break
+    finally:
+        await live.close(abort=not buffer.finish_reason)
+
+
+def _feed(buffer: StreamBuffer, chunk: GenerateChunk, live: _Live) -> bool:
+    """Push one chunk; True when the stream is over (finished or the client fell behind)."""
+    if chunk.prompt_tokens is not None:
+        buffer.prompt_tokens = chunk.prompt_tokens
+    buffer.completion_tokens = (
+        chunk.completion_tokens
+        if chunk.completion_tokens is not None
+        else buffer.completion_tokens + (1 if chunk.text else 0)
+    )
+    if not buffer.push(chunk.text):
+        buffer.fail("slow_client", "the client read too slowly; the stream was stopped")
+        return True
+    if chunk.finish_reason is not None:
+        buffer.finish(chunk.finish_reason)
+        return True
+    return False
+
+
+class _Live:
+    """One attempt's engine stream, with its own rid so it can be aborted."""
+
+    def __init__(self, prepared: Prepared, request: GenerateRequest, attempt: int):
+        self.prepared = prepared
+        self.rid = uuid.uuid4().hex
+        self.request = GenerateRequest(
+            **{**_fields(request), "rid": self.rid, "adapter": prepared.adapter_name}
+        )
+        self._stream: AsyncIterator[GenerateChunk] = prepared.engine.driver.generate(self.request)
+        self._closed = False
+        prepared.engine.in_flight += 1
+
+    async def next(self) -> GenerateChunk:
+        """The next chunk; StopAsyncIteration at the end."""
+        return await anext(self._stream)
+
+    async def close(self, *, abort: bool) -> None:
+        """Release the engine slot; abort the engine request if it is still running."""
+        if self._closed:
+            return
+        self._closed = True
+        self.prepared.engine.in_flight -= 1
+        if abort:
+            try:
+                await asyncio.shield(self.prepared.engine.driver.abort(self.rid))
+            except Exception as exc:  # an unreachable engine has nothing left to abort
+                log.debug("abort of %s failed: %s", self.rid, exc)
+        aclose = getattr(self._stream, "aclose", None)
+        if aclose is not None:
+            try:
+                await aclose()
+            except Exception as exc:  # closing a dead stream can raise its transport error
+                log.debug("closing %s failed: %s", self.rid, exc)
+
+
+def _fields(request: GenerateRequest) -> dict[str, object]:
+    return {f: getattr(request, f) for f in request.__struct_fields__}
+
+
+async def _with_deadline(awaitable, deadline: float, clock: Callable[[], float], code: str):  # type: ignore[no-untyped-def]
+    remaining = deadline - clock()
+    if remaining <= 0:
+        if hasattr(awaitable, "close"):
+            awaitable.close()
+        raise _PhaseTimeout(code)
+    try:
+        return await asyncio.wait_for(awaitable, remaining)
+    except TimeoutError as exc:
+        raise _PhaseTimeout(code) from exc
+
+
+def _elapsed(job: Job, clock: Callable[[], float]) -> float:
+    return clock() - job.started_at

@@ -1,0 +1,267 @@
+"""One inference request, end to end: limits, resolution, the engine pump, and the reply.
+
+The HTTP controller hands a validated OpenAI request here and gets back either a complete
+JSON body or an async iterator of SSE bytes. Usage is recorded once per request, when the
+pump ends — also for streams that were cut.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+from uuid import UUID
+
+from loraplex.errors import InvalidInput, LoraplexError
+from loraplex.gateway.buffer import StreamBuffer
+from loraplex.gateway.pump import Job, StreamLimits, pump
+from loraplex.gateway.resolve import ModelResolver, Target
+from loraplex.gateway.routing import EngineRouter
+from loraplex.gateway.schemas import ChatCompletionRequest, CompletionRequest
+from loraplex.gateway.sse import DONE, HEARTBEAT, ChunkEncoder
+from loraplex.gateway.tokens import count_prompt_tokens
+from loraplex.serving.engines import GenerateRequest
+
+
+class GatewayTimeout(LoraplexError):
+    """A non-streaming request ran past one of its deadlines."""
+
+    status_code = 504
+    code = "timeout"
+
+
+class UpstreamFailed(LoraplexError):
+    """The engine failed the request."""
+
+    status_code = 502
+    code = "engine_error"
+
+
+@dataclass
+class Call:
+    """A request ready to run: who, what, and the engine request without rid/adapter."""
+
+    tenant_id: UUID
+    target: Target
+    request: GenerateRequest
+    kind: str
+    stream: bool
+    include_usage: bool
+    prompt_tokens_estimate: int | None
+
+
+class Gateway:
+    """Runs inference requests through the router; owns nothing but references."""
+
+    def __init__(
+        self,
+        resolver: ModelResolver,
+        router: EngineRouter,
+        usage: Any | None,
+        limits: StreamLimits,
+        metrics: Any | None = None,
+    ):
+        self.resolver, self.router, self.usage, self.limits, self.metrics = (
+            resolver,
+            router,
+            usage,
+            limits,
+            metrics,
+        )
+
+    async def prepare(
+        self,
+        tenant_id: UUID,
+        body: ChatCompletionRequest | CompletionRequest,
+        tenant_limits: dict[str, int],
+    ) -> Call:
+        """Resolve the model and check sizes; every refusal happens before an engine is touched."""
+        resolution = await self.resolver.resolve(tenant_id, body.model)
+        target = resolution.pick(body.user)
+        is_chat = isinstance(body, ChatCompletionRequest)
+        messages = body.validated_messages() if isinstance(body, ChatCompletionRequest) else None
+        prompt = body.single_prompt() if isinstance(body, CompletionRequest) else None
+        if body.presence_penalty or body.frequency_penalty:
+            raise InvalidInput(
+                "presence_penalty and frequency_penalty are not supported",
+                param="presence_penalty" if body.presence_penalty else "frequency_penalty",
+            )
+        prompt_tokens = count_prompt_tokens(target.base_source, messages=messages, prompt=prompt)
+        max_tokens = _max_tokens(
+            body.token_limit(),
+            prompt_tokens,
+            target.max_context,
+            tenant_limits.get("max_tokens_per_request"),
+        )
+        options = body.stream_options
+        request = GenerateRequest(
+            rid="",
+            messages=messages,
+            prompt=prompt,
+            max_tokens=max_tokens,
+            temperature=body.temperature,
+            top_p=body.top_p,
+            stop=body.stop_list(),
+            seed=body.seed,
+            stream=True,
+            include_usage=True,
+        )
+        return Call(
+            tenant_id,
+            target,
+            request,
+            "chat" if is_chat else "completion",
+            body.stream,
+            bool(options and options.include_usage),
+            prompt_tokens,
+        )
+
+    def start(self, call: Call) -> tuple[Job, StreamBuffer, asyncio.Task[None]]:
+        """Start the engine pump for a prepared call."""
+        prefix = "chatcmpl-" if call.kind == "chat" else "cmpl-"
+        job = Job(
+            prefix + uuid.uuid4().hex[:24], call.target, call.request, self.limits, time.monotonic()
+        )
+        buffer = StreamBuffer(max_bytes=self.limits.buffer_bytes)
+        task = asyncio.create_task(self._run(job, buffer, call))
+        return job, buffer, task
+
+    async def _run(self, job: Job, buffer: StreamBuffer, call: Call) -> None:
+        try:
+            await pump(job, buffer, self.router)
+        finally:
+            if self.usage is not None:
+                self.usage.record(
+                    call.tenant_id,
+                    call.target.version_id,
+                    call.target.model,
+                    buffer.prompt_tokens or (call.prompt_tokens_estimate or 0),
+                    buffer.completion_tokens,
+                    error=buffer.error is not None,
+                    cut=buffer.finish_reason is None,
+                )
+
+    async def complete(self, call: Call) -> dict[str, Any]:
+        """Run a non-streaming request and build OpenAI's response body."""
+        job, buffer, task = self.start(call)
+        await task
+        taken = buffer.take()
+        if taken.error:
+            code, message = taken.error
+            error = GatewayTimeout if code.endswith("timeout") else UpstreamFailed
+            raise error(message)
+        return _completion_body(job, call, taken.text, taken.finish_reason or "stop", buffer)
+
+    async def stream(self, call: Call) -> AsyncIterator[bytes]:
+        """Run a streaming request; the iterator yields SSE bytes and cleans up when closed."""
+        job, buffer, task = self.start(call)
+        encoder = ChunkEncoder(
+            job.completion_id, call.target.model, "chat" if call.kind == "chat" else "completion"
+        )
+        return _events(encoder, buffer, task, call.include_usage, self.limits.heartbeat_s)
+
+
+async def _events(
+    encoder: ChunkEncoder,
+    buffer: StreamBuffer,
+    task: asyncio.Task[None],
+    include_usage: bool,
+    heartbeat_s: float,
+) -> AsyncIterator[bytes]:
+    event_id = 0
+    try:
+        if encoder.kind == "chat":
+            yield encoder.role(event_id)
+        while True:
+            if not await buffer.wait(heartbeat_s):
+                yield HEARTBEAT
+                continue
+            taken = buffer.take()
+            if taken.text:
+                event_id += 1
+                yield encoder.text(event_id, taken.text)
+            if taken.error:
+                event_id += 1
+                yield encoder.error(event_id, *taken.error)
+                return
+            if taken.finish_reason:
+                event_id += 1
+                yield encoder.finish(event_id, taken.finish_reason)
+                if include_usage:
+                    event_id += 1
+                    yield encoder.usage(event_id, buffer.prompt_tokens, buffer.completion_tokens)
+                yield DONE
+                return
+    finally:
+        if not task.done():  # the client went away: stop the engine request now
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+
+
+def _max_tokens(
+    asked: int | None, prompt_tokens: int | None, max_context: int, plan_max: int | None
+) -> int:
+    room = max_context - (prompt_tokens or 0)
+    if prompt_tokens is not None and room <= 0:
+        raise InvalidInput(
+            f"This model's maximum context length is {max_context} tokens; the prompt has "
+            f"{prompt_tokens}.",
+            param="messages",
+        )
+    if asked is not None and plan_max is not None and asked > plan_max:
+        raise InvalidInput(
+            f"max_tokens is {asked}; the plan allows at most {plan_max} per request",
+            param="max_tokens",
+        )
+    if asked is not None and prompt_tokens is not None and asked > room:
+        raise InvalidInput(
+            f"This model's maximum context length is {max_context} tokens; the prompt has "
+            f"{prompt_tokens} and max_tokens asks for {asked}.",
+            param="max_tokens",
+        )
+    if asked is not None and asked > max_context:
+        raise InvalidInput(
+            f"max_tokens {asked} exceeds the model's context of {max_context}", param="max_tokens"
+        )
+    default = min(room, plan_max) if plan_max is not None else room
+    return asked if asked is not None else max(1, default)
+
+
+def _completion_body(
+    job: Job, call: Call, text: str, finish: str, buffer: StreamBuffer
+) -> dict[str, Any]:
+    usage = {
+        "prompt_tokens": buffer.prompt_tokens,
+        "completion_tokens": buffer.completion_tokens,
+        "total_tokens": buffer.prompt_tokens + buffer.completion_tokens,
+    }
+    created = int(time.time())
+    if call.kind == "chat":
+        choice: dict[str, Any] = {
+            "index": 0,
+            "message": {"role": "assistant", "content": text},
+            "logprobs": None,
+            "finish_reason": finish,
+        }
+        return {
+            "id": job.completion_id,
+            "object": "chat.completion",
+            "created": created,
+            "model": call.target.model,
+            "choices": [choice],
+            "usage": usage,
+        }
+    choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish}
+    return {
+        "id": job.completion_id,
+        "object": "text_completion",
+        "created": created,
+        "model": call.target.model,
+        "choices": [choice],
+        "usage": usage,
+    }

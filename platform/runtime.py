@@ -1,0 +1,84 @@
+"""The long-lived parts of an API process, built at startup and stopped at shutdown.
+
+Everything the request handlers reach through `app.state`: the key authenticator, the
+object store, Redis, the engine registry and its health poller, the node disk cache, the
+gateway and the usage recorder (with its flush task).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio
+import redis.asyncio as aioredis
+from advanced_alchemy.extensions.litestar import SQLAlchemyAsyncConfig
+
+from loraplex.adapters.errors import StoreError
+from loraplex.api.deps import open_object_store
+from loraplex.auth.authenticator import KeyAuthenticator
+from loraplex.gateway.limits import TenantLimits
+from loraplex.gateway.pump import StreamLimits
+from loraplex.gateway.resolve import ModelResolver
+from loraplex.gateway.routing import EngineRouter
+from loraplex.gateway.service import Gateway
+from loraplex.gateway.usage import SqlUsageWriter, UsageRecorder
+from loraplex.serving.disk_cache import DiskCache
+from loraplex.serving.registry import EngineRegistry
+from loraplex.settings import Settings
+
+log = logging.getLogger("loraplex.runtime")
+
+
+def stream_limits(settings: Settings) -> StreamLimits:
+    """The streaming limits the settings ask for."""
+    return StreamLimits(
+        buffer_bytes=settings.stream_buffer_bytes,
+        heartbeat_s=settings.stream_heartbeat_s,
+        queue_timeout_s=settings.queue_timeout_s,
+        ttft_timeout_s=settings.ttft_timeout_s,
+        idle_timeout_s=settings.idle_timeout_s,
+        total_timeout_s=settings.total_timeout_s,
+    )
+
+
+@contextlib.asynccontextmanager
+async def running(state: Any, settings: Settings, db: SQLAlchemyAsyncConfig) -> AsyncIterator[None]:
+    """Build the process's services into `state`, run their background tasks, stop them after."""
+    sessions = db.create_session_maker()
+    state.settings = settings
+    state.authenticator = KeyAuthenticator(sessions)
+    state.store = open_object_store(settings)
+    try:  # creates the bucket on first start; an outage now is reported by uploads later
+        await anyio.to_thread.run_sync(state.store.check)
+    except StoreError as exc:
+        log.warning("object store not ready at startup: %s", exc)
+    state.redis = (
+        aioredis.from_url(settings.redis_url, socket_timeout=2) if settings.redis_url else None
+    )
+    state.registry = EngineRegistry.from_settings(settings, session_factory=sessions)
+    state.disk_cache = DiskCache(
+        settings.data_dir / "cache", settings.disk_cache_bytes, state.store
+    )
+    state.usage = UsageRecorder(SqlUsageWriter(sessions))
+    state.tenant_limits = TenantLimits(sessions)
+    state.gateway = Gateway(
+        ModelResolver(sessions),
+        EngineRouter(state.registry, state.disk_cache),
+        state.usage,
+        stream_limits(settings),
+    )
+    await state.registry.start()
+    usage_task = asyncio.create_task(state.usage.run())
+    try:
+        yield
+    finally:
+        await state.registry.stop()
+        await state.usage.stop()
+        with contextlib.suppress(asyncio.CancelledError):
+            await usage_task
+        if state.redis is not None:
+            await state.redis.aclose()

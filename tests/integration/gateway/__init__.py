@@ -1,0 +1,1 @@
+"""The gateway against a real vLLM CPU engine and a real API process."""

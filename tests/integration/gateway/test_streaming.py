@@ -1,0 +1,101 @@
+"""SSE behaviour under slow readers, disconnects and cut streams, against the real engine."""
+
+from __future__ import annotations
+
+import time
+
+import httpx
+import pytest
+
+from tests.integration.gateway.conftest import BASE, Served
+from tests.integration.gateway.streams import (
+    engine_running,
+    parse_events,
+    raw_stream_request,
+    read_all,
+    wait_until_idle,
+)
+
+pytestmark = pytest.mark.engine
+LONG = {
+    "model": BASE,
+    "messages": [{"role": "user", "content": "Once upon a time"}],
+    "max_tokens": 3000,
+    "temperature": 0,
+    "stream": True,
+}
+
+
+def test_slow_reader_gets_coalesced_events_then_slow_client_and_the_engine_stops(
+    served: Served,
+) -> None:
+    sock = raw_stream_request(served.url, served.key, LONG)
+    time.sleep(2)  # read nothing while the engine generates: the socket buffers fill, then ours
+    stopped_after = wait_until_idle(served.engine.url, 60)
+    assert stopped_after is not None, "the engine request was not aborted"
+    events = parse_events(read_all(sock))
+    sock.close()
+    payloads = [e.json() for e in events]
+    assert "error" in payloads[-1] and payloads[-1]["error"]["code"] == "slow_client"
+    texts = [p["choices"][0]["delta"].get("content", "") for p in payloads[:-1] if p.get("choices")]
+    typical = sorted(len(t) for t in texts)[len(texts) // 2]
+    assert max(len(t) for t in texts) >= 20 * max(typical, 1), "no event carried coalesced text"
+
+
+def test_client_disconnect_aborts_the_engine_request_within_a_second(served: Served) -> None:
+    with (
+        httpx.Client(timeout=30) as http,
+        http.stream(
+            "POST", f"{served.url}/v1/chat/completions", json=LONG, headers=served.headers()
+        ) as response,
+    ):
+        lines = response.iter_lines()
+        seen = 0
+        for line in lines:
+            seen += line.startswith("data: ")
+            if seen >= 5:
+                break
+        assert engine_running(served.engine.url) >= 1
+    idle_after = wait_until_idle(served.engine.url, 5)
+    assert idle_after is not None and idle_after <= 1.0, (
+        f"engine still running {idle_after}s after disconnect"
+    )
+
+
+def test_usage_is_recorded_for_a_cut_stream(served: Served) -> None:
+    with (
+        httpx.Client(timeout=30) as http,
+        http.stream(
+            "POST", f"{served.url}/v1/chat/completions", json=LONG, headers=served.headers()
+        ) as response,
+    ):
+        seen = 0
+        for line in response.iter_lines():
+            seen += line.startswith("data: ")
+            if seen >= 20:
+                break
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        report = httpx.get(
+            f"{served.url}/api/v1/tenants/{served.tenant_id}/usage",
+            params={"group_by": "day"},
+            headers=served.headers(),
+        ).json()
+        if report["totals"]["cut_streams"] >= 1:
+            assert report["totals"]["completion_tokens"] >= 19
+            return
+        time.sleep(1)
+    raise AssertionError(f"no cut stream in usage: {report['totals']}")
+
+
+def test_stream_events_carry_increasing_ids_and_end_with_done(served: Served) -> None:
+    body = {**LONG, "max_tokens": 12, "stream_options": {"include_usage": True}}
+    with httpx.Client(timeout=30) as http:
+        raw = http.post(
+            f"{served.url}/v1/chat/completions", json=body, headers=served.headers()
+        ).content
+    assert raw.rstrip().endswith(b"data: [DONE]")
+    events = [e for e in parse_events(raw) if e.data != "[DONE]"]
+    ids = [e.id for e in events]
+    assert ids == sorted(ids) and len(set(ids)) == len(ids)
+    assert events[-1].json()["usage"]["completion_tokens"] == 12
