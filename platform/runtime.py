@@ -23,6 +23,7 @@ from loraplex.auth.authenticator import KeyAuthenticator
 from loraplex.gateway.limits import TenantLimits
 from loraplex.gateway.pump import StreamLimits
 from loraplex.gateway.resolve import ModelResolver
+from loraplex.gateway.resume import ResumableStreams
 from loraplex.gateway.routing import EngineRouter
 from loraplex.gateway.service import Gateway
 from loraplex.gateway.usage import SqlUsageWriter, UsageRecorder
@@ -71,6 +72,10 @@ async def running(state: Any, settings: Settings, db: SQLAlchemyAsyncConfig) -> 
         state.usage,
         stream_limits(settings),
     )
+    if state.redis is not None:
+        state.gateway.resumable = ResumableStreams(
+            state.redis, settings.resume_window_s, settings.stream_heartbeat_s
+        )
     await state.registry.start()
     usage_task = asyncio.create_task(state.usage.run())
     try:

@@ -13,7 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from loraplex.auth import access
 from loraplex.auth.principal import Principal, Scope
 from loraplex.db.models import Adapter, AdapterAlias, AdapterVersion, BaseModel, VersionStatus
-from loraplex.errors import Forbidden
+from loraplex.errors import Forbidden, InvalidInput, NotFound
 from loraplex.gateway.schemas import Kind, decode_body
 from loraplex.gateway.service import Gateway
 
@@ -48,6 +48,28 @@ class InferenceController(Controller):
     ) -> Response[Any]:
         """Text completion, streamed as SSE when `stream` is true."""
         return await _run(request, principal, "completion")
+
+    @get(
+        "/v1/chat/completions/{completion_id:str}/events",
+        operation_id="ResumeChatCompletion",
+        opt=access.tenant(Scope.INFERENCE),
+    )
+    async def resume_chat(
+        self, request: Request[Any, Any, Any], completion_id: str, principal: Principal
+    ) -> Stream:
+        """Replay a resumable stream after `Last-Event-ID`, then follow it live."""
+        return await _resume(request, completion_id, principal)
+
+    @get(
+        "/v1/completions/{completion_id:str}/events",
+        operation_id="ResumeCompletion",
+        opt=access.tenant(Scope.INFERENCE),
+    )
+    async def resume_completion(
+        self, request: Request[Any, Any, Any], completion_id: str, principal: Principal
+    ) -> Stream:
+        """Replay a resumable completion stream after `Last-Event-ID`, then follow it live."""
+        return await _resume(request, completion_id, principal)
 
     @get("/v1/models", operation_id="ListModels", opt=access.tenant(Scope.INFERENCE))
     async def models(self, principal: Principal, db_session: AsyncSession) -> dict[str, Any]:
@@ -97,3 +119,19 @@ async def _run(request: Request[Any, Any, Any], principal: Principal, kind: Kind
     if not call.stream:
         return Response(await gateway.complete(call))
     return Stream(await gateway.stream(call), media_type="text/event-stream", headers=SSE_HEADERS)
+
+
+async def _resume(
+    request: Request[Any, Any, Any], completion_id: str, principal: Principal
+) -> Stream:
+    tenant_id = _tenant_of(principal)
+    streams = request.app.state.gateway.resumable
+    if streams is None:
+        raise NotFound("resumable streams need Redis (LORAPLEX_REDIS_URL)")
+    raw = request.headers.get("last-event-id")
+    if raw is not None and not raw.strip().isdigit():
+        raise InvalidInput(
+            "Last-Event-ID must be an event id from this stream", param="Last-Event-ID"
+        )
+    events = await streams.read(completion_id, tenant_id, int(raw) if raw is not None else None)
+    return Stream(events, media_type="text/event-stream", headers=SSE_HEADERS)

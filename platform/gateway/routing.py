@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+from loraplex.gateway import observe
 from loraplex.gateway.resolve import Target
 from loraplex.serving.disk_cache import DiskCache
 from loraplex.serving.engines import AdapterNotLoaded
@@ -58,6 +59,7 @@ class EngineRouter:
             placement = await ensure_on_engine(
                 engine, target.version_id, target.storage_key, dict(target.files), self.cache
             )
+            observe.adapter_load(placement.tier_label, placement.seconds)
             return Prepared(engine, placement.name, placement.tier_label, placement.seconds)
         return None
 

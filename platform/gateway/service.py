@@ -8,7 +8,6 @@ pump ends — also for streams that were cut.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -17,13 +16,17 @@ from typing import Any
 from uuid import UUID
 
 from loraplex.errors import InvalidInput, LoraplexError
+from loraplex.gateway import observe
 from loraplex.gateway.buffer import StreamBuffer
 from loraplex.gateway.pump import Job, StreamLimits, pump
+from loraplex.gateway.relay import encode_events, until_disconnect
 from loraplex.gateway.resolve import ModelResolver, Target
+from loraplex.gateway.resume import ResumableStreams
 from loraplex.gateway.routing import EngineRouter
 from loraplex.gateway.schemas import ChatCompletionRequest, CompletionRequest
-from loraplex.gateway.sse import DONE, HEARTBEAT, ChunkEncoder
+from loraplex.gateway.sse import ChunkEncoder
 from loraplex.gateway.tokens import count_prompt_tokens
+from loraplex.observability.metrics import TenantLabeler
 from loraplex.serving.engines import GenerateRequest
 
 
@@ -52,6 +55,7 @@ class Call:
     stream: bool
     include_usage: bool
     prompt_tokens_estimate: int | None
+    resumable: bool = False
 
 
 class Gateway:
@@ -63,15 +67,12 @@ class Gateway:
         router: EngineRouter,
         usage: Any | None,
         limits: StreamLimits,
-        metrics: Any | None = None,
+        labeler: TenantLabeler | None = None,
     ):
-        self.resolver, self.router, self.usage, self.limits, self.metrics = (
-            resolver,
-            router,
-            usage,
-            limits,
-            metrics,
-        )
+        self.resolver, self.router, self.usage, self.limits = resolver, router, usage, limits
+        self.labeler = labeler or TenantLabeler()
+        self.resumable: ResumableStreams | None = None  # set when Redis is configured
+        self._writers: set[asyncio.Task[None]] = set()
 
     async def prepare(
         self,
@@ -118,6 +119,7 @@ class Gateway:
             body.stream,
             bool(options and options.include_usage),
             prompt_tokens,
+            bool(options and options.resumable),
         )
 
     def start(self, call: Call) -> tuple[Job, StreamBuffer, asyncio.Task[None]]:
@@ -134,6 +136,7 @@ class Gateway:
         try:
             await pump(job, buffer, self.router)
         finally:
+            observe.record(job, buffer, self.labeler(call.tenant_id), time.monotonic())
             if self.usage is not None:
                 self.usage.record(
                     call.tenant_id,
@@ -162,45 +165,15 @@ class Gateway:
         encoder = ChunkEncoder(
             job.completion_id, call.target.model, "chat" if call.kind == "chat" else "completion"
         )
-        return _events(encoder, buffer, task, call.include_usage, self.limits.heartbeat_s)
-
-
-async def _events(
-    encoder: ChunkEncoder,
-    buffer: StreamBuffer,
-    task: asyncio.Task[None],
-    include_usage: bool,
-    heartbeat_s: float,
-) -> AsyncIterator[bytes]:
-    event_id = 0
-    try:
-        if encoder.kind == "chat":
-            yield encoder.role(event_id)
-        while True:
-            if not await buffer.wait(heartbeat_s):
-                yield HEARTBEAT
-                continue
-            taken = buffer.take()
-            if taken.text:
-                event_id += 1
-                yield encoder.text(event_id, taken.text)
-            if taken.error:
-                event_id += 1
-                yield encoder.error(event_id, *taken.error)
-                return
-            if taken.finish_reason:
-                event_id += 1
-                yield encoder.finish(event_id, taken.finish_reason)
-                if include_usage:
-                    event_id += 1
-                    yield encoder.usage(event_id, buffer.prompt_tokens, buffer.completion_tokens)
-                yield DONE
-                return
-    finally:
-        if not task.done():  # the client went away: stop the engine request now
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        if call.resumable and self.resumable is not None:
+            events = encode_events(encoder, buffer, call.include_usage, heartbeat_s=None)
+            await self.resumable.open(job.completion_id, call.tenant_id)
+            writer = asyncio.create_task(self.resumable.write(job.completion_id, events, task))
+            self._writers.add(writer)
+            writer.add_done_callback(self._writers.discard)
+            return await self.resumable.read(job.completion_id, call.tenant_id, None)
+        events = encode_events(encoder, buffer, call.include_usage, self.limits.heartbeat_s)
+        return until_disconnect(events, task)
 
 
 def _max_tokens(

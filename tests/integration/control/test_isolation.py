@@ -27,6 +27,8 @@ GLOBAL_TENANT_ROUTES = {
     ("POST", "/v1/chat/completions"): "runs as the key's own tenant",
     ("POST", "/v1/completions"): "runs as the key's own tenant",
     ("GET", "/v1/models"): "lists the key's own tenant's adapters",
+    ("GET", "/v1/chat/completions/{completion_id:str}/events"): "the stream's owner is checked in Redis",
+    ("GET", "/v1/completions/{completion_id:str}/events"): "the stream's owner is checked in Redis",
 }
 SKIPPED_METHODS = {"OPTIONS", "HEAD"}
 

@@ -33,12 +33,17 @@ class Served:
     pid: int
     tenant_id: str
     key: str
+    operator_key: str
     engine: RunningEngine
     adapters: dict[int, tuple[str, Path]]  # rank -> (adapter name, local folder)
 
     def headers(self) -> dict[str, str]:
         """Authorization for the tenant's key."""
         return {"Authorization": f"Bearer {self.key}"}
+
+    def operator(self) -> dict[str, str]:
+        """Authorization for the operator key."""
+        return {"Authorization": f"Bearer {self.operator_key}"}
 
 
 def _train(engine: RunningEngine, root: Path) -> dict[int, Path]:
@@ -61,6 +66,7 @@ def gateway_settings(settings: Settings) -> Settings:
         idle_timeout_s=20.0,
         engine_health_interval_s=1.0,
         socket_sndbuf_bytes=16384,
+        resume_window_s=3.0,
     )
 
 
@@ -123,7 +129,7 @@ def served(
                 assert response.status_code == 201, response.text
                 adapters[rank] = (name, folder)
         _wait_in_rotation(url, ops)
-        yield Served(url, pid, tenant["id"], key, vllm_engine, adapters)
+        yield Served(url, pid, tenant["id"], key, operator_key, vllm_engine, adapters)
 
 
 def _wait_in_rotation(url: str, ops: dict[str, str]) -> None:

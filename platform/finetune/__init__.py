@@ -1,0 +1,1 @@
+"""Fine-tuning: dataset validation for OpenAI-format training files."""

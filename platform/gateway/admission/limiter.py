@@ -1,0 +1,196 @@
+"""The Redis side of admission: one script call per admit, settle and renew.
+
+Every API replica runs the same scripts against the same keys, so the limits hold across
+replicas. The caller hands in `now`; replicas must keep their clocks in sync (NTP), and a
+few milliseconds of skew shift a refill by as little.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from limits import RateLimitItemPerSecond
+from limits.aio.storage import RedisStorage
+from limits.aio.strategies import MovingWindowRateLimiter
+from redis.asyncio import Redis
+
+from loraplex.gateway.admission import scripts
+from loraplex.gateway.admission.policy import DAY_S, BucketState
+from loraplex.gateway.admission.ticket import Ticket
+
+NO_LIMIT = -1  # how the scripts are told a limit is not set
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What the admit script decided, and the state behind it."""
+
+    admitted: bool
+    reason: str  # "" when admitted, else the QUOTA_FIELDS name that refused
+    requests: BucketState | None
+    tokens: BucketState | None
+    daily_used: int
+    requests_held: int
+    streams_held: int
+
+
+class Keys:
+    """Redis key names for one tenant; all share the tenant's cluster hash tag."""
+
+    def __init__(self, prefix: str, tenant_id: str):
+        self.base = f"{prefix}{{{tenant_id}}}"
+
+    @property
+    def requests(self) -> str:
+        """Requests-per-minute bucket."""
+        return f"{self.base}:rpm"
+
+    @property
+    def tokens(self) -> str:
+        """Tokens-per-minute bucket."""
+        return f"{self.base}:tpm"
+
+    def daily(self, day: int) -> str:
+        """Tokens used on UTC day `day`."""
+        return f"{self.base}:day:{day}"
+
+    @property
+    def request_leases(self) -> str:
+        """Sorted set of in-flight requests, scored by lease expiry."""
+        return f"{self.base}:leases:requests"
+
+    @property
+    def stream_leases(self) -> str:
+        """Sorted set of in-flight streams, scored by lease expiry."""
+        return f"{self.base}:leases:streams"
+
+
+def _limit(limits: Mapping[str, int], name: str) -> int:
+    value = limits.get(name)
+    return NO_LIMIT if value is None else int(value)
+
+
+class RedisLimiter:
+    """Runs the admission scripts; knows keys and wire formats, decides nothing itself."""
+
+    def __init__(self, client: Redis, *, prefix: str, window_s: float, lease_s: float):
+        self.client, self.prefix, self.window_s, self.lease_s = client, prefix, window_s, lease_s
+        self._admit = client.register_script(scripts.ADMIT)
+        self._settle = client.register_script(scripts.SETTLE)
+        self._renew = client.register_script(scripts.RENEW)
+
+    async def admit(
+        self,
+        tenant_id: str,
+        limits: Mapping[str, int],
+        *,
+        request_id: str,
+        stream: bool,
+        cost: int,
+        now: float,
+    ) -> Outcome:
+        """Check and charge every limit at once; nothing is charged on a refusal."""
+        keys = Keys(self.prefix, tenant_id)
+        day = int(now // DAY_S)
+        rpm = _limit(limits, "requests_per_minute")
+        tpm = _limit(limits, "tokens_per_minute")
+        argv: list[Any] = [
+            repr(now),
+            repr(self.window_s),
+            rpm,
+            tpm,
+            _limit(limits, "daily_tokens"),
+            _limit(limits, "concurrent_requests"),
+            _limit(limits, "concurrent_streams"),
+            cost,
+            request_id,
+            repr(now + self.lease_s),
+            1 if stream else 0,
+            2 * DAY_S,  # outlives its day, so a late settle still finds it
+        ]
+        key_list = [
+            keys.requests,
+            keys.tokens,
+            keys.daily(day),
+            keys.request_leases,
+            keys.stream_leases,
+        ]
+        raw = await self._admit(keys=key_list, args=argv)
+        admitted, reason, req_level, tok_level, used, n_req, n_streams = raw
+        return Outcome(
+            admitted=bool(int(admitted)),
+            reason=_text(reason),
+            requests=self._bucket(rpm, req_level),
+            tokens=self._bucket(tpm, tok_level),
+            daily_used=int(float(used)),
+            requests_held=int(n_req),
+            streams_held=int(n_streams),
+        )
+
+    def lease_keys(
+        self, tenant_id: str, limits: Mapping[str, int], stream: bool
+    ) -> tuple[str, ...]:
+        """The lease sets an admitted request took a slot in."""
+        keys = Keys(self.prefix, tenant_id)
+        held = []
+        if "concurrent_requests" in limits:
+            held.append(keys.request_leases)
+        if stream and "concurrent_streams" in limits:
+            held.append(keys.stream_leases)
+        return tuple(held)
+
+    async def settle(self, ticket: Ticket, actual_tokens: int, now: float) -> float:
+        """Free the ticket's slots and give back (or take) the difference to its reservation."""
+        keys = Keys(self.prefix, ticket.tenant_id)
+        tpm = NO_LIMIT if ticket.tokens_per_minute is None else ticket.tokens_per_minute
+        raw = await self._settle(
+            keys=[keys.tokens, keys.daily(ticket.day), keys.request_leases, keys.stream_leases],
+            args=[
+                repr(now),
+                repr(self.window_s),
+                tpm,
+                ticket.reserved_tokens - actual_tokens,
+                ticket.request_id,
+            ],
+        )
+        return float(raw)
+
+    async def renew(self, ticket: Ticket, now: float) -> int:
+        """Push the ticket's leases out by `lease_s`; returns how many were still held."""
+        if not ticket.lease_keys:
+            return 0
+        ttl = math.ceil(self.lease_s) + 1
+        args = [repr(now + self.lease_s), ttl, ticket.request_id]
+        return int(await self._renew(keys=list(ticket.lease_keys), args=args))
+
+    def _bucket(self, limit: int, level: Any) -> BucketState | None:
+        if limit == NO_LIMIT:
+            return None
+        return BucketState(limit, float(level), self.window_s)
+
+
+class ColdLoadBudget:
+    """Adapter loads from the object store per tenant per window: a plain `limits` moving
+    window, since nothing here needs to be combined with other limits or given back."""
+
+    def __init__(self, url: str, client: Redis | None, *, prefix: str, window_s: float):
+        options: dict[str, Any] = {}
+        if client is not None:  # share the caller's pool and its timeouts
+            options["connection_pool"] = client.connection_pool
+        storage = RedisStorage(
+            f"async+{url}", implementation="redispy", key_prefix=f"{prefix}cold", **options
+        )
+        self._limiter = MovingWindowRateLimiter(storage)
+        self._window_s = max(1, round(window_s))
+
+    async def charge(self, tenant_id: str, limit: int) -> bool:
+        """Count one cold load; False when the tenant is out of cold loads for now."""
+        item = RateLimitItemPerSecond(limit, self._window_s)
+        return await self._limiter.hit(item, tenant_id)
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)

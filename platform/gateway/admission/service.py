@@ -1,0 +1,233 @@
+"""`Admission`, the one object the gateway calls: admit, hold while running, release.
+
+Order of checks: overload first (in-process, no Redis — a shed request spends no quota and
+an overloaded gateway sends no extra traffic to Redis), then one atomic Redis call for every
+tenant limit and concurrency slot.
+
+When Redis does not answer within `timeout_s`, `fail_mode` decides: "closed" (default)
+refuses with 503 `rate_limiter_unavailable`; "open" admits without limits, logs, and counts
+`loraplex_admission_limiter_failures{outcome="admitted"}`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator, Callable, Mapping
+from typing import Literal
+from uuid import UUID
+
+from prometheus_client import Counter
+from redis.asyncio import Redis
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+from redis.exceptions import RedisError
+
+from loraplex.gateway.admission import refusals
+from loraplex.gateway.admission.errors import LimiterUnavailable, Overloaded
+from loraplex.gateway.admission.leases import LeaseRenewer
+from loraplex.gateway.admission.limiter import ColdLoadBudget, Outcome, RedisLimiter
+from loraplex.gateway.admission.overload import AdmissionController
+from loraplex.gateway.admission.policy import WINDOW_S, retry_after, utc_day
+from loraplex.gateway.admission.ticket import Ticket
+from loraplex.observability.metrics import ADMISSION_REJECTIONS, TenantLabeler
+
+log = logging.getLogger("loraplex.gateway.admission")
+
+FailMode = Literal["closed", "open"]
+REDIS_ERRORS = (RedisError, OSError, TimeoutError)
+FAIL_OPEN_LOG_EVERY_S = 10.0  # one warning per interval, not one per request in an outage
+
+LIMITER_FAILURES = Counter(
+    "loraplex_admission_limiter_failures",
+    "Admissions decided without Redis, by outcome (admitted = fail open, refused = closed).",
+    ["outcome"],
+)
+
+
+def connect(url: str, timeout_s: float) -> Redis:
+    """A client whose every call gives up after `timeout_s` and retries at most once."""
+    return Redis.from_url(
+        url,
+        socket_timeout=timeout_s,
+        socket_connect_timeout=timeout_s,
+        retry=Retry(NoBackoff(), retries=1),  # one retry heals a connection Redis dropped
+    )
+
+
+class Admission:
+    """Tenant rate limits, concurrency leases and overload shedding for /v1 requests."""
+
+    def __init__(
+        self,
+        redis: str | Redis,
+        *,
+        lease_s: float = 15.0,
+        fail_mode: FailMode = "closed",
+        clock: Callable[[], float] = time.time,
+        window_s: float = WINDOW_S,
+        timeout_s: float = 0.1,
+        key_prefix: str = "loraplex:admission:",
+        overload: AdmissionController | None = None,
+        labeler: TenantLabeler | None = None,
+    ):
+        if fail_mode not in ("closed", "open"):
+            raise ValueError(f"fail_mode must be 'closed' or 'open', not {fail_mode!r}")
+        self._owns_client = isinstance(redis, str)
+        self.client = connect(redis, timeout_s) if isinstance(redis, str) else redis
+        url = redis if isinstance(redis, str) else "redis://"
+        self.lease_s, self.fail_mode, self.clock, self.timeout_s = (
+            lease_s,
+            fail_mode,
+            clock,
+            timeout_s,
+        )
+        self.overload, self.labeler = overload, labeler or TenantLabeler()
+        self.limiter = RedisLimiter(
+            self.client, prefix=key_prefix, window_s=window_s, lease_s=lease_s
+        )
+        self.cold_loads = ColdLoadBudget(url, self.client, prefix=key_prefix, window_s=window_s)
+        self._last_fail_log = -FAIL_OPEN_LOG_EVERY_S
+
+    async def admit(
+        self,
+        tenant_id: UUID | str,
+        limits: Mapping[str, int],
+        *,
+        request_id: str,
+        stream: bool,
+        estimated_tokens: int,
+        estimated_ttft_s: float | None = None,
+    ) -> Ticket:
+        """Admit a request or raise `Overloaded`, `RateLimited` or `LimiterUnavailable`."""
+        tenant = str(tenant_id)
+        if estimated_ttft_s is not None and self.overload is not None:
+            self._shed_if_overloaded(tenant, limits, estimated_ttft_s)
+        refusals.refuse_if_too_large(tenant, limits, estimated_tokens, self._reject)
+        now = self.clock()
+        try:
+            async with asyncio.timeout(self.timeout_s):
+                outcome = await self.limiter.admit(
+                    tenant,
+                    limits,
+                    request_id=request_id,
+                    stream=stream,
+                    cost=estimated_tokens,
+                    now=now,
+                )
+        except REDIS_ERRORS as exc:
+            return self._without_redis(tenant, request_id, stream, estimated_tokens, now, exc)
+        refusals.set_usage_gauges(self.labeler(tenant), limits, outcome)
+        if not outcome.admitted:
+            raise refusals.refusal(outcome, estimated_tokens, now, self._reject, tenant)
+        return self._ticket(tenant, limits, request_id, stream, estimated_tokens, now, outcome)
+
+    async def release(self, ticket: Ticket, actual_tokens: int | None = None) -> None:
+        """Free the ticket's slots and settle its tokens to `actual_tokens` (once; never raises)."""
+        if ticket.released:
+            return
+        ticket.released = True
+        if ticket.degraded:
+            return
+        used = actual_tokens if actual_tokens is not None else ticket.actual_tokens
+        try:
+            async with asyncio.timeout(self.timeout_s):
+                await self.limiter.settle(
+                    ticket, ticket.reserved_tokens if used is None else used, self.clock()
+                )
+        except REDIS_ERRORS as exc:
+            # The leases expire by themselves; only the unused reservation is not given back.
+            log.warning("release of %s failed: %s", ticket.request_id, exc)
+
+    @contextlib.asynccontextmanager
+    async def hold(self, ticket: Ticket) -> AsyncIterator[Ticket]:
+        """Renew the ticket's leases while the body runs; release on exit.
+
+        Set `ticket.actual_tokens` inside the block to give back what was not used; left
+        unset, the whole reservation counts as used.
+        """
+        renewer = LeaseRenewer(ticket, self._renew, self.lease_s)
+        renewer.start()
+        try:
+            yield ticket
+        finally:
+            await renewer.stop()
+            await self.release(ticket)
+
+    async def charge_cold_load(self, tenant_id: UUID | str, limits: Mapping[str, int]) -> bool:
+        """Count an adapter load from the object store; False when the tenant is over budget."""
+        limit = limits.get("cold_loads_per_minute")
+        if limit is None:
+            return True
+        try:
+            async with asyncio.timeout(self.timeout_s):
+                allowed = await self.cold_loads.charge(str(tenant_id), limit)
+        except REDIS_ERRORS as exc:
+            self._limiter_down(exc, str(tenant_id))
+            return True
+        if not allowed:
+            ADMISSION_REJECTIONS.labels("cold_loads", self.labeler(str(tenant_id))).inc()
+        return allowed
+
+    async def aclose(self) -> None:
+        """Close the Redis client if this object made it."""
+        if self._owns_client:
+            await self.client.aclose()
+
+    async def _renew(self, ticket: Ticket) -> int:
+        async with asyncio.timeout(self.timeout_s):
+            return await self.limiter.renew(ticket, self.clock())
+
+    def _shed_if_overloaded(
+        self, tenant: str, limits: Mapping[str, int], estimated_ttft_s: float
+    ) -> None:
+        assert self.overload is not None
+        decision = self.overload.decide(estimated_ttft_s, limits.get("priority", 0))
+        if not decision.admit:
+            self._reject("overload", tenant)
+            raise Overloaded(retry_after(decision.retry_after_s))
+
+    def _reject(self, reason: str, tenant: str) -> None:
+        ADMISSION_REJECTIONS.labels(reason, self.labeler(tenant)).inc()
+
+    def _without_redis(
+        self, tenant: str, request_id: str, stream: bool, cost: int, now: float, exc: Exception
+    ) -> Ticket:
+        self._limiter_down(exc, tenant)
+        return Ticket(tenant, request_id, stream, cost, None, utc_day(now), (), None, None, True)
+
+    def _limiter_down(self, exc: Exception, tenant: str) -> None:
+        """Fail closed (raise) or open (log, count, carry on), as configured."""
+        if self.fail_mode == "closed":
+            LIMITER_FAILURES.labels("refused").inc()
+            self._reject("limiter_unavailable", tenant)
+            raise LimiterUnavailable(f"rate limiter unavailable: {type(exc).__name__}") from exc
+        LIMITER_FAILURES.labels("admitted").inc()
+        now = time.monotonic()
+        if now - self._last_fail_log >= FAIL_OPEN_LOG_EVERY_S:
+            self._last_fail_log = now
+            log.warning("Redis unreachable (%s); admitting without limits (fail open)", exc)
+
+    def _ticket(
+        self,
+        tenant: str,
+        limits: Mapping[str, int],
+        request_id: str,
+        stream: bool,
+        cost: int,
+        now: float,
+        outcome: Outcome,
+    ) -> Ticket:
+        return Ticket(
+            tenant_id=tenant,
+            request_id=request_id,
+            stream=stream,
+            reserved_tokens=cost,
+            tokens_per_minute=limits.get("tokens_per_minute"),
+            day=utc_day(now),
+            lease_keys=self.limiter.lease_keys(tenant, limits, stream),
+            requests=outcome.requests,
+            tokens=outcome.tokens,
+        )

@@ -1,0 +1,54 @@
+"""Turns how a request ended into Prometheus samples (off the per-token path: once per request)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from loraplex.gateway.buffer import StreamBuffer
+from loraplex.observability import metrics
+
+if TYPE_CHECKING:  # pump imports routing, which records adapter loads here
+    from loraplex.gateway.pump import Job
+
+# How a stream's end maps to an HTTP-like status for the request counter.
+STATUS_BY_ERROR = {
+    "slow_client": 499,
+    "client_disconnect": 499,
+    "queue_timeout": 504,
+    "ttft_timeout": 504,
+    "idle_timeout": 504,
+    "total_timeout": 504,
+    "engine_rejected": 400,
+}
+
+
+def outcome(buffer: StreamBuffer) -> str | None:
+    """Why the stream ended early (`None` when it finished)."""
+    if buffer.error is not None:
+        return buffer.error[0]
+    return None if buffer.finish_reason is not None else "client_disconnect"
+
+
+def record(job: Job, buffer: StreamBuffer, tenant: str, ended_at: float) -> None:
+    """Count the request, its tokens and latencies, and the reason it was cut, if it was."""
+    reason = outcome(buffer)
+    status = 200 if reason is None else STATUS_BY_ERROR.get(reason, 502)
+    model = job.target.base_model  # adapter names are unbounded; base models are few
+    metrics.observe_request(tenant, model, status, buffer.prompt_tokens, buffer.completion_tokens)
+    if buffer.first_token_at is not None and reason is None:
+        metrics.observe_latency(
+            model,
+            buffer.first_token_at - job.started_at,
+            ended_at - job.started_at,
+            buffer.completion_tokens,
+        )
+    if reason is not None:
+        metrics.STREAM_ABORTS.labels(reason).inc()
+
+
+def adapter_load(tier: str, seconds: float, ok: bool = True) -> None:
+    """Count where an adapter was found and how long making it loaded took."""
+    metrics.ADAPTER_LOADS.labels(tier, "ok" if ok else "error").inc()
+    metrics.CACHE_HITS.labels(tier).inc()
+    if tier != "loaded":
+        metrics.ADAPTER_LOAD_SECONDS.labels(tier).observe(seconds)

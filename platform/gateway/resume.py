@@ -1,0 +1,107 @@
+"""Resumable streams: events kept in Redis for a short window, replayable from any replica.
+
+Opt-in per request (`stream_options.resumable: true`). The engine side writes every SSE
+event into a Redis stream `lpx:sse:<id>` (entry id = event id + 1, so replay is exact and
+duplicate-free); every reader — the original request and any `GET .../{id}/events` with
+`Last-Event-ID` — reads that stream. Readers keep a presence key alive; when nobody has
+read for `window_s`, the writer aborts the engine request and the events expire.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+from uuid import UUID
+
+from loraplex.errors import NotFound
+from loraplex.gateway.sse import HEARTBEAT
+
+log = logging.getLogger("loraplex.gateway")
+END = b"end"
+PRESENCE_CHECK_S = 1.0
+
+
+def _key(completion_id: str) -> str:
+    return f"lpx:sse:{completion_id}"
+
+
+class ResumableStreams:
+    """Writes and reads resumable streams in Redis."""
+
+    def __init__(self, redis: Any, window_s: float, heartbeat_s: float):
+        self.redis, self.window_s, self.heartbeat_s = redis, window_s, heartbeat_s
+
+    async def open(self, completion_id: str, tenant_id: UUID) -> None:
+        """Record the stream's owner so only that tenant can resume it."""
+        await self.redis.set(
+            f"{_key(completion_id)}:tenant", str(tenant_id), px=int(self.window_s * 3000)
+        )
+        await self._touch_presence(completion_id)
+
+    async def write(
+        self, completion_id: str, events: AsyncIterator[bytes], task: asyncio.Task[None]
+    ) -> None:
+        """Copy `events` into Redis; abort the engine side when nobody reads for the window."""
+        key = _key(completion_id)
+        ttl_ms = int(self.window_s * 3000)
+        watcher = asyncio.create_task(self._abort_when_abandoned(completion_id, task))
+        try:
+            entry = 0
+            async for event in events:
+                entry += 1
+                await (
+                    self.redis.pipeline(transaction=False)
+                    .xadd(key, {"e": event}, id=f"{entry}-0")
+                    .pexpire(key, ttl_ms)
+                    .execute()
+                )
+            await self.redis.xadd(key, {"e": b"", "end": b"1"}, id=f"{entry + 1}-0")
+        finally:
+            watcher.cancel()
+            if not task.done():
+                task.cancel()
+
+    async def read(
+        self, completion_id: str, tenant_id: UUID, last_event_id: int | None
+    ) -> AsyncIterator[bytes]:
+        """Events after `last_event_id` (all when None), then live ones until the stream ends."""
+        owner = await self.redis.get(f"{_key(completion_id)}:tenant")
+        if owner is None or owner.decode() != str(tenant_id):
+            raise NotFound(f"no resumable stream {completion_id}")
+        return self._follow(
+            completion_id, "0-0" if last_event_id is None else f"{last_event_id + 1}-0"
+        )
+
+    async def _follow(self, completion_id: str, after: str) -> AsyncIterator[bytes]:
+        key = _key(completion_id)
+        while True:
+            await self._touch_presence(completion_id)
+            found = await self.redis.xread(
+                {key: after}, block=int(self.heartbeat_s * 1000), count=256
+            )
+            if not found:
+                yield HEARTBEAT
+                continue
+            for entry_id, fields in found[0][1]:
+                after = entry_id
+                if fields.get(b"end"):
+                    return
+                yield fields[b"e"]
+
+    async def _touch_presence(self, completion_id: str) -> None:
+        await self.redis.set(f"{_key(completion_id)}:reader", b"1", px=int(self.window_s * 1000))
+
+    async def _abort_when_abandoned(self, completion_id: str, task: asyncio.Task[None]) -> None:
+        with contextlib.suppress(asyncio.CancelledError):
+            while not task.done():
+                await asyncio.sleep(PRESENCE_CHECK_S)
+                if not await self.redis.exists(f"{_key(completion_id)}:reader"):
+                    log.info(
+                        "nobody resumed %s within %.0fs; aborting", completion_id, self.window_s
+                    )
+                    task.cancel()
+                    await self.redis.delete(_key(completion_id))
+                    return

@@ -1,0 +1,154 @@
+"""The engine side of a request: retries before the first token, distinct timeouts, aborts."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from loraplex.gateway.buffer import StreamBuffer
+from loraplex.gateway.pump import Job, StreamLimits, pump
+from loraplex.gateway.resolve import Target
+from loraplex.gateway.routing import EngineRouter
+from loraplex.serving.engines import (
+    EngineDied,
+    EngineHealth,
+    EngineUnavailable,
+    GenerateChunk,
+    GenerateRequest,
+)
+from loraplex.serving.registry import EngineHandle, EngineRegistry
+
+TARGET = Target(model="tiny", base_model="tiny", max_context=4096, base_source="/nowhere")
+
+
+class ScriptedDriver:
+    """An engine whose stream follows a script: text pieces with delays, or a failure."""
+
+    kind = "vllm"
+
+    def __init__(self, url: str, pieces: list[str], *, delay_s: float = 0.0, first_delay_s: float = 0.0,
+                 fail_before_first: bool = False, die_after: int | None = None) -> None:
+        self.url, self.pieces, self.delay_s, self.first_delay_s = url, pieces, delay_s, first_delay_s
+        self.fail_before_first, self.die_after = fail_before_first, die_after
+        self.aborted: list[str] = []
+        self.started: list[str] = []
+
+    async def health(self) -> EngineHealth:
+        return EngineHealth(True, 0.0)
+
+    async def list_loaded(self) -> set[str]:
+        return set()
+
+    async def load(self, name: str, path: Path, pinned: bool = False) -> None:
+        return None
+
+    async def unload(self, name: str) -> None:
+        return None
+
+    async def generate(self, request: GenerateRequest) -> AsyncIterator[GenerateChunk]:
+        self.started.append(request.rid)
+        await asyncio.sleep(self.first_delay_s)
+        if self.fail_before_first:
+            raise EngineUnavailable("connection refused")
+        for i, piece in enumerate(self.pieces):
+            if self.die_after is not None and i == self.die_after:
+                raise EngineDied("connection reset")
+            if i:
+                await asyncio.sleep(self.delay_s)
+            last = i == len(self.pieces) - 1
+            yield GenerateChunk(text=piece, finish_reason="stop" if last else None, prompt_tokens=3,
+                                completion_tokens=i + 1)
+
+    async def abort(self, rid: str) -> None:
+        self.aborted.append(rid)
+
+    async def metrics(self) -> dict[str, float]:
+        return {}
+
+    async def aclose(self) -> None:
+        return None
+
+
+def _router(*drivers: ScriptedDriver) -> EngineRouter:
+    registry = EngineRegistry()
+    for i, driver in enumerate(drivers):
+        registry.add(EngineHandle(id=f"e{i}", name=f"engine-{i}", url=driver.url, kind="vllm", base_model="tiny",
+                                  max_lora_rank=64, gpu_slots=4, host_slots=8, driver=driver, healthy=True,
+                                  in_flight=i))  # e0 is preferred: fewer in flight
+    return EngineRouter(registry, cache=None)  # type: ignore[arg-type]  # base model: no adapter cache
+
+
+def _job(**limits: float) -> Job:
+    request = GenerateRequest(rid="", prompt="hi", max_tokens=8)
+    return Job("cmpl-test", TARGET, request, StreamLimits(**limits), time.monotonic())  # type: ignore[arg-type]
+
+
+async def _run(router: EngineRouter, job: Job, max_bytes: int = 1 << 20) -> StreamBuffer:
+    buffer = StreamBuffer(max_bytes=max_bytes)
+    await pump(job, buffer, router)
+    return buffer
+
+
+async def test_a_stream_is_relayed_to_its_finish() -> None:
+    buffer = await _run(_router(ScriptedDriver("a", ["Hel", "lo", "!"])), _job())
+    taken = buffer.take()
+    assert (taken.text, taken.finish_reason, buffer.completion_tokens) == ("Hello!", "stop", 3)
+
+
+async def test_an_engine_failing_before_the_first_token_is_replaced_by_another() -> None:
+    broken, healthy = ScriptedDriver("a", [], fail_before_first=True), ScriptedDriver("b", ["ok"])
+    router = _router(broken, healthy)
+    job = _job()
+    buffer = await _run(router, job)
+    assert buffer.take().text == "ok" and job.attempts == 2 and job.engine_name == "engine-1"
+    assert router.registry.get("e0").healthy is False  # taken out of rotation
+
+
+async def test_an_engine_dying_after_the_first_token_ends_with_an_error_not_a_hang() -> None:
+    driver = ScriptedDriver("a", ["one", "two", "three"], die_after=1)
+    buffer = await _run(_router(driver), _job())
+    taken = buffer.take()
+    assert taken.text == "one" and taken.error is not None and taken.error[0] == "engine_died"
+
+
+@pytest.mark.parametrize("script, limits, code", [
+    ({"first_delay_s": 0.5}, {"ttft_timeout_s": 0.1}, "ttft_timeout"),
+    ({"delay_s": 0.5}, {"idle_timeout_s": 0.1}, "idle_timeout"),
+    ({"delay_s": 0.08}, {"total_timeout_s": 0.2, "idle_timeout_s": 1.0}, "total_timeout"),
+])
+async def test_each_timeout_ends_the_stream_with_its_own_code_and_aborts(script: dict, limits: dict,
+                                                                        code: str) -> None:
+    driver = ScriptedDriver("a", ["x"] * 10, **script)
+    buffer = await _run(_router(driver), _job(**limits))
+    assert buffer.take().error[0] == code  # type: ignore[index]
+    assert driver.aborted == driver.started[-1:]
+
+
+async def test_a_client_too_slow_for_the_buffer_gets_slow_client_and_the_engine_is_aborted() -> None:
+    driver = ScriptedDriver("a", ["x" * 100] * 20)
+    buffer = await _run(_router(driver), _job(), max_bytes=250)  # nobody takes from the buffer
+    taken = buffer.take()
+    assert taken.error[0] == "slow_client" and taken.pieces == 3  # type: ignore[index]
+    assert driver.aborted == driver.started
+
+
+async def test_cancelling_the_pump_aborts_the_engine_request() -> None:
+    driver = ScriptedDriver("a", ["x"] * 100, delay_s=0.05)
+    buffer = StreamBuffer(max_bytes=1 << 20)
+    task = asyncio.create_task(pump(_job(), buffer, _router(driver)))
+    await asyncio.sleep(0.2)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert driver.aborted == driver.started
+
+
+async def test_no_healthy_engine_is_an_error_event() -> None:
+    router = _router(ScriptedDriver("a", ["x"]))
+    router.registry.get("e0").healthy = False
+    buffer = await _run(router, _job())
+    assert buffer.take().error[0] == "engine_unavailable"  # type: ignore[index]
