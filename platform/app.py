@@ -9,6 +9,7 @@ from contextlib import asynccontextmanager
 from advanced_alchemy.extensions.litestar import SQLAlchemyPlugin
 from litestar import Litestar, Router
 from litestar.di import Provide
+from litestar.logging.config import LoggingConfig
 from litestar.middleware.base import DefineMiddleware
 from litestar.openapi.config import OpenAPIConfig
 from litestar.openapi.plugins import ScalarRenderPlugin
@@ -100,5 +101,10 @@ def create_app(settings: Settings | None = None) -> Litestar:
             openapi_router=Router("/schema", route_handlers=[], opt=PUBLIC),
         ),
         request_max_body_size=settings.max_json_body_bytes,
+        logging_config=LoggingConfig(
+            root={"level": "WARNING", "handlers": ["queue_listener"]},
+            loggers={"loraplex": {"level": "INFO", "propagate": True}},
+            log_exceptions="debug",  # errors.py logs what matters once, with context
+        ),
         debug=settings.debug,
     )

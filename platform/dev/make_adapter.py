@@ -10,6 +10,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenize
 
 from loraplex.dev.corpus import IM_END, adapter_examples
 from loraplex.dev.reference import chat_prompt_ids, generate_greedy, greedy_answer, single_thread
+from loraplex.workers.trainer.model import save_adapter
 
 __all__ = ["DEFAULT_TARGET_MODULES", "adapter_examples", "greedy_answer", "make_adapter"]
 
@@ -65,8 +66,7 @@ def make_adapter(
             tokenizer = AutoTokenizer.from_pretrained(base_dir)
             chosen = examples if examples is not None else adapter_examples(seed)
             _train(model, tokenizer, chosen, steps)
-    _save(model, out_dir, base_dir)
-    return out_dir
+    return save_adapter(model, out_dir, base_dir)
 
 
 def _randomise_lora_b(model: PeftModel, std: float = 0.02) -> None:
@@ -133,11 +133,3 @@ def _reproduces(
     """True when greedy generation returns every example's answer exactly."""
     model.eval()
     return all(generate_greedy(model, tokenizer, q) == a for q, a in examples)
-
-
-def _save(model: PeftModel, out_dir: Path, base_dir: Path) -> None:
-    """Save only the two PEFT files, naming the base model by its folder, not this machine."""
-    model.peft_config["default"].base_model_name_or_path = base_dir.resolve().name
-    model.save_pretrained(str(out_dir), save_embedding_layers=False)
-    # PEFT always writes a model card; an adapter upload allows nothing beyond the two files.
-    (out_dir / "README.md").unlink(missing_ok=True)

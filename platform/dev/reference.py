@@ -1,7 +1,7 @@
 """In-process greedy generation with transformers and PEFT: the reference engines must match."""
 
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 import torch
@@ -13,21 +13,17 @@ from transformers import (
     PreTrainedTokenizerBase,
 )
 
+from loraplex.workers.trainer.model import torch_threads
 
-@contextmanager
-def single_thread() -> Iterator[None]:
+
+def single_thread() -> AbstractContextManager[None]:
     """Run torch on one thread, restoring the caller's setting afterwards.
 
     A ~4M-parameter model gains little from a second thread, and on shared CPUs OpenMP's
     spinning workers made training 10-30x slower (measured, torch 2.13 CPU). One thread also
     keeps float summation order, and so trained adapters, the same on every machine.
     """
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(previous)
+    return torch_threads(1)
 
 
 def chat_prompt_ids(tokenizer: PreTrainedTokenizerBase, question: str) -> list[int]:

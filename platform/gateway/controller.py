@@ -37,12 +37,18 @@ class InferenceController(Controller):
         "/v1/chat/completions",
         operation_id="CreateChatCompletion",
         opt=access.tenant(Scope.INFERENCE),
+        status_code=200,  # OpenAI answers 200, not Litestar's POST default of 201
     )
     async def chat(self, request: Request[Any, Any, Any], principal: Principal) -> Response[Any]:
         """Chat completion, streamed as SSE when `stream` is true."""
         return await _run(request, principal, "chat")
 
-    @post("/v1/completions", operation_id="CreateCompletion", opt=access.tenant(Scope.INFERENCE))
+    @post(
+        "/v1/completions",
+        operation_id="CreateCompletion",
+        opt=access.tenant(Scope.INFERENCE),
+        status_code=200,
+    )
     async def completions(
         self, request: Request[Any, Any, Any], principal: Principal
     ) -> Response[Any]:

@@ -89,3 +89,11 @@ def test_models_lists_base_adapters_and_versions(served: Served) -> None:
     ids = {m.id for m in _client(served).models.list()}
     name, _ = served.adapters[RANKS[0]]
     assert {BASE, name, f"{name}@v1"} <= ids
+
+
+def test_successful_inference_answers_200_like_openai(served: Served) -> None:
+    import httpx
+
+    response = httpx.post(f"{served.url}/v1/chat/completions", headers=served.headers(), timeout=60,
+                          json={"model": BASE, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2})
+    assert response.status_code == 200

@@ -1,0 +1,244 @@
+"""`loraplex bench gateway`: the same streaming load sent to the engine directly and through
+the gateway, interleaved in one run, at 1, 16 and 64 concurrent streams.
+
+Prints tokens/s and TTFT p50/p99 for both paths and their ratio, and writes JSON. Both paths
+use the same client code, prompt, greedy sampling and output length, so the difference is
+what the gateway costs (on this 2-core machine every gateway cycle is taken from the engine).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import secrets
+import statistics
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import click
+import httpx
+
+from loraplex.adapters.facts import facts_to_json, read_base_model_facts
+from loraplex.bench.api import _operator_key
+from loraplex.bench.server import api_process
+from loraplex.serving.engines.launcher import EngineConfig, start_engine
+from loraplex.settings import Settings
+
+PROMPT = [{"role": "user", "content": "Once upon a time"}]
+
+
+@dataclass
+class Round:
+    """One load level on one path."""
+
+    path: str
+    streams: int
+    requests: int
+    tokens: int
+    seconds: float
+    ttfts: list[float]
+
+    @property
+    def tokens_per_s(self) -> float:
+        """Completion tokens per second over the round."""
+        return self.tokens / self.seconds
+
+    def ttft(self, q: float) -> float:
+        """TTFT quantile in milliseconds."""
+        ordered = sorted(self.ttfts)
+        return 1000 * ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+async def _one(
+    client: httpx.AsyncClient, url: str, headers: dict[str, str], body: dict
+) -> tuple[float, int]:
+    started = time.perf_counter()
+    ttft, tokens = None, 0
+    async with client.stream("POST", url, json=body, headers=headers) as response:
+        response.raise_for_status()
+        async for line in response.aiter_lines():
+            if not line.startswith("data: {"):
+                continue
+            if ttft is None and '"content":"' in line and '"content":""' not in line:
+                ttft = time.perf_counter() - started
+            if '"usage":{' in line:
+                tokens = json.loads(line[6:])["usage"]["completion_tokens"]
+    return ttft if ttft is not None else time.perf_counter() - started, tokens
+
+
+async def _round(
+    path: str,
+    url: str,
+    headers: dict[str, str],
+    model: str,
+    streams: int,
+    requests: int,
+    max_tokens: int,
+) -> Round:
+    body = {
+        "model": model,
+        "messages": PROMPT,
+        "max_tokens": max_tokens,
+        "temperature": 0,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    queue: asyncio.Queue[int] = asyncio.Queue()
+    for i in range(requests):
+        queue.put_nowait(i)
+    results: list[tuple[float, int]] = []
+    limits = httpx.Limits(max_connections=streams + 8, max_keepalive_connections=streams + 8)
+    async with httpx.AsyncClient(timeout=300, limits=limits) as client:
+
+        async def worker() -> None:
+            while not queue.empty():
+                queue.get_nowait()
+                results.append(await _one(client, url, headers, body))
+
+        started = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(streams)))
+        seconds = time.perf_counter() - started
+    return Round(
+        path, streams, requests, sum(t for _, t in results), seconds, [f for f, _ in results]
+    )
+
+
+def _setup(url: str, operator: str, engine: EngineConfig, served: str) -> str:
+    ops = {"Authorization": f"Bearer {operator}"}
+    facts = {
+        **facts_to_json(read_base_model_facts(engine.model_dir)),
+        "name": served,
+        "source": str(engine.model_dir.resolve()),
+    }
+    httpx.post(f"{url}/api/v1/base-models", json=facts, headers=ops)
+    httpx.post(
+        f"{url}/api/v1/engines",
+        headers=ops,
+        json={
+            "name": f"bench-{secrets.token_hex(3)}",
+            "url": engine.url,
+            "kind": "vllm",
+            "base_model": served,
+            "max_lora_rank": engine.max_lora_rank,
+            "gpu_slots": engine.max_loras,
+            "host_slots": engine.max_cpu_loras,
+        },
+    )
+    slug = f"bench-{secrets.token_hex(3)}"
+    tenant = httpx.post(
+        f"{url}/api/v1/tenants",
+        json={"slug": slug, "name": slug, "plan": "enterprise"},
+        headers=ops,
+    ).json()
+    key = httpx.post(
+        f"{url}/api/v1/tenants/{tenant['id']}/api-keys",
+        json={"name": "b", "scopes": ["inference"]},
+        headers=ops,
+    ).json()["key"]
+    for _ in range(120):  # until the health poller has the engine in rotation
+        probe = httpx.post(
+            f"{url}/v1/chat/completions",
+            headers={"Authorization": f"Bearer {key}"},
+            json={"model": served, "messages": PROMPT, "max_tokens": 1},
+            timeout=60,
+        )
+        if probe.status_code == 200:
+            return key
+        time.sleep(0.5)
+    raise click.ClickException(f"gateway never served the engine: {probe.text}")
+
+
+@click.command("gateway")
+@click.option("--streams", default="1,16,64", show_default=True)
+@click.option("--max-tokens", default=64, show_default=True)
+@click.option(
+    "--rounds", default=2, show_default=True, help="interleaved rounds per path and level"
+)
+@click.option(
+    "--json", "json_path", type=click.Path(path_type=Path), default=Path("var/bench/gateway.json")
+)
+@click.pass_obj
+def bench_gateway(
+    settings: Settings, streams: str, max_tokens: int, rounds: int, json_path: Path
+) -> None:
+    """Engine direct vs through the gateway: tokens/s and TTFT at several concurrencies."""
+    engine = EngineConfig()
+    info = start_engine(engine, say=lambda line: click.echo(f"[engine] {line}", err=True))
+    operator = asyncio.run(_operator_key(settings))
+    with api_process(settings.to_env()) as (url, _pid):
+        key = _setup(url, operator, engine, info.served_model)
+        results: list[Round] = []
+        for level in [int(s) for s in streams.split(",")]:
+            requests = max(8, level * 3)
+            for _ in range(rounds):
+                results.append(
+                    asyncio.run(
+                        _round(
+                            "direct",
+                            f"{engine.url}/v1/chat/completions",
+                            {},
+                            info.served_model,
+                            level,
+                            requests,
+                            max_tokens,
+                        )
+                    )
+                )
+                results.append(
+                    asyncio.run(
+                        _round(
+                            "gateway",
+                            f"{url}/v1/chat/completions",
+                            {"Authorization": f"Bearer {key}"},
+                            info.served_model,
+                            level,
+                            requests,
+                            max_tokens,
+                        )
+                    )
+                )
+    table = _table(results)
+    json_path.parent.mkdir(parents=True, exist_ok=True)
+    json_path.write_text(
+        json.dumps({"rows": table, "rounds": [asdict(r) for r in results]}, indent=2)
+    )
+
+
+def _table(results: list[Round]) -> list[dict[str, float]]:
+    rows = []
+    click.echo(
+        f"{'streams':>7} {'direct tok/s':>12} {'gateway tok/s':>13} {'kept':>6} "
+        f"{'TTFT p50 direct':>15} {'gateway':>8} {'added':>7} {'TTFT p99 direct':>15} {'gateway':>8}"
+    )
+    for level in sorted({r.streams for r in results}):
+        direct = [r for r in results if r.streams == level and r.path == "direct"]
+        gateway = [r for r in results if r.streams == level and r.path == "gateway"]
+        d_tps = statistics.median(r.tokens_per_s for r in direct)
+        g_tps = statistics.median(r.tokens_per_s for r in gateway)
+        d50, g50 = (
+            statistics.median(r.ttft(0.5) for r in direct),
+            statistics.median(r.ttft(0.5) for r in gateway),
+        )
+        d99, g99 = (
+            statistics.median(r.ttft(0.99) for r in direct),
+            statistics.median(r.ttft(0.99) for r in gateway),
+        )
+        rows.append(
+            {
+                "streams": level,
+                "direct_tok_s": d_tps,
+                "gateway_tok_s": g_tps,
+                "ratio": g_tps / d_tps,
+                "ttft_p50_direct_ms": d50,
+                "ttft_p50_gateway_ms": g50,
+                "ttft_p50_added_ms": g50 - d50,
+                "ttft_p99_direct_ms": d99,
+                "ttft_p99_gateway_ms": g99,
+            }
+        )
+        click.echo(
+            f"{level:7d} {d_tps:12.0f} {g_tps:13.0f} {g_tps / d_tps:5.2f}x {d50:13.1f}ms {g50:6.1f}ms "
+            f"{g50 - d50:+6.1f} {d99:13.1f}ms {g99:6.1f}ms"
+        )
+    return rows

@@ -1,0 +1,1 @@
+"""Admission against the real Redis: limits, leases, replicas and outages."""
