@@ -31,6 +31,7 @@ from loraplex.control.usage.controller import UsageController
 from loraplex.control.users.controller import UserController
 from loraplex.db.config import sqlalchemy_config
 from loraplex.errors import exception_handlers
+from loraplex.finetune.controller import FineTuningController
 from loraplex.gateway.controller import InferenceController
 from loraplex.settings import Settings
 
@@ -48,6 +49,7 @@ CONTROLLERS: list[type] = [
     UsageController,
     EngineController,
     InferenceController,
+    FineTuningController,
 ]
 
 

@@ -19,6 +19,8 @@ T = TypeVar("T")
 FEATURE_COMMANDS = [
     ("loraplex.up", "up"),
     ("loraplex.bench.cli", "bench"),
+    ("loraplex.workers.cli", "worker"),
+    ("loraplex.workers.cli", "beat"),
     ("loraplex.dev.cli", "dev"),
     ("loraplex.serving.engines.cli", "engine"),
     ("loraplex.serving.simulator.cli", "simulate"),

@@ -20,6 +20,7 @@ from advanced_alchemy.extensions.litestar import SQLAlchemyAsyncConfig
 from loraplex.adapters.errors import StoreError
 from loraplex.api.deps import open_object_store
 from loraplex.auth.authenticator import KeyAuthenticator
+from loraplex.finetune.queue import JobQueue
 from loraplex.gateway.limits import TenantLimits
 from loraplex.gateway.pump import StreamLimits
 from loraplex.gateway.resolve import ModelResolver
@@ -30,6 +31,7 @@ from loraplex.gateway.usage import SqlUsageWriter, UsageRecorder
 from loraplex.serving.disk_cache import DiskCache
 from loraplex.serving.registry import EngineRegistry
 from loraplex.settings import Settings
+from loraplex.workers.celery_app import make_celery
 
 log = logging.getLogger("loraplex.runtime")
 
@@ -76,6 +78,7 @@ async def running(state: Any, settings: Settings, db: SQLAlchemyAsyncConfig) -> 
         state.gateway.resumable = ResumableStreams(
             state.redis, settings.resume_window_s, settings.stream_heartbeat_s
         )
+    state.job_queue = JobQueue(make_celery(settings))
     await state.registry.start()
     usage_task = asyncio.create_task(state.usage.run())
     try:

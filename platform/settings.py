@@ -58,6 +58,7 @@ class Settings:
     socket_sndbuf_bytes: int = 0
     max_json_body_bytes: int = 1_048_576
     max_upload_bytes: int = 512 * 1024 * 1024
+    max_training_file_bytes: int = 512 * 1024 * 1024
 
     # Security.
     secret_key: str = "dev-only-change-me"  # signs sessions and CSRF tokens
@@ -80,6 +81,12 @@ class Settings:
     idle_timeout_s: float = 30.0
     total_timeout_s: float = 600.0
     resume_window_s: float = 30.0
+
+    # Fine-tuning workers.
+    job_heartbeat_timeout_s: float = 60.0  # a running job silent this long lost its worker
+    job_reap_interval_s: float = 15.0
+    job_max_attempts: int = 3
+    job_progress_interval_s: float = 2.0  # at most one progress event this often
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:

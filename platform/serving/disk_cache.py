@@ -78,6 +78,15 @@ class DiskCache:
         finally:
             self._unpin(version_id)
 
+    def pin(self, version_id: UUID) -> None:
+        """Keep the version on disk until `unpin` (an engine that may re-read it holds it)."""
+        self._pins[version_id] = self._pins.get(version_id, 0) + 1
+
+    def unpin(self, version_id: UUID) -> None:
+        """Undo one `pin`; the cache may evict the version again once nothing pins it."""
+        if self._pins.get(version_id, 0) > 0:
+            self._unpin(version_id)
+
     def is_pinned(self, version_id: UUID) -> bool:
         """Whether someone is using the version right now."""
         return self._pins.get(version_id, 0) > 0

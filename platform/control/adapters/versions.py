@@ -80,24 +80,35 @@ class VersionService(SQLAlchemyAsyncRepositoryService[AdapterVersion]):
         settings: Settings,
         actor: str,
     ) -> AdapterVersion:
-        """Validate the uploaded files and store them as the adapter's next version."""
-        clean, facts = await self._validate(adapter, sources, workdir, settings)
-        version = await self._register(adapter, facts, VersionSource.UPLOAD)
-        await self._store(version, clean, store, actor)
-        return version
-
-    async def _validate(
-        self, adapter: Adapter, sources: list[Path], workdir: Path, settings: Settings
-    ) -> tuple[Path, AdapterFacts]:
+        """Unpack the uploaded files and store them as the adapter's next version."""
         limits = await self.validation_limits(adapter, settings)
         clean = await anyio.to_thread.run_sync(
             unpack_upload, sources, workdir / "clean", limits.max_bytes
         )
+        return await self.add_from_folder(
+            adapter, clean, store, settings, actor, source=VersionSource.UPLOAD
+        )
+
+    async def add_from_folder(
+        self,
+        adapter: Adapter,
+        folder: Path,
+        store: ObjectStore,
+        settings: Settings,
+        actor: str,
+        *,
+        source: VersionSource,
+        job_id: UUID | None = None,
+    ) -> AdapterVersion:
+        """Validate an adapter folder (an upload or a fine-tune output) and store it as a version."""
+        limits = await self.validation_limits(adapter, settings)
         facts = await anyio.to_thread.run_sync(
-            validate_adapter_dir, clean, facts_from_json(_facts_json(adapter)), limits
+            validate_adapter_dir, folder, facts_from_json(_facts_json(adapter)), limits
         )
         await self._check_storage_quota(adapter.tenant_id, facts.size_bytes)
-        return clean, facts
+        version = await self._register(adapter, facts, source, job_id)
+        await self._store(version, folder, store, actor)
+        return version
 
     async def validation_limits(self, adapter: Adapter, settings: Settings) -> ValidationLimits:
         """The caps for a new version: plan rank and the largest engine rank class."""

@@ -10,6 +10,14 @@ from loraplex.db.models.adapters import (
 from loraplex.db.models.audit import AuditEntry
 from loraplex.db.models.base_models import BaseModel
 from loraplex.db.models.engines import Engine, EngineKind, EngineStatus
+from loraplex.db.models.finetune import (
+    DatasetFile,
+    FileStatus,
+    FineTuneCheckpoint,
+    FineTuneEvent,
+    FineTuneJob,
+    JobStatus,
+)
 from loraplex.db.models.keys import ApiKey
 from loraplex.db.models.tenants import Plan, QuotaOverride, Tenant, TenantStatus
 from loraplex.db.models.usage import Usage
@@ -24,9 +32,15 @@ __all__ = [
     "AuditEntry",
     "Base",
     "BaseModel",
+    "DatasetFile",
     "Engine",
     "EngineKind",
     "EngineStatus",
+    "FileStatus",
+    "FineTuneCheckpoint",
+    "FineTuneEvent",
+    "FineTuneJob",
+    "JobStatus",
     "Plan",
     "QuotaOverride",
     "Tenant",

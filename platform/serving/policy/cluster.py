@@ -40,20 +40,45 @@ class ClusterState:
         heat_half_life_s: float,
     ) -> None:
         self.versions: dict[VersionId, AdapterVersion] = {}
-        self.nodes: dict[NodeId, NodeState] = {
-            spec.node_id: NodeState(
-                spec, make_policy(), make_policy(), weight, max_wait_s, self.owner
-            )
-            for spec in specs
-        }
-        by_rank: dict[int, list[NodeId]] = {}
-        for node in self.nodes.values():
-            by_rank.setdefault(node.spec.max_lora_rank, []).append(node.node_id)
-        self.classes = tuple(RankClass(rank, tuple(ids)) for rank, ids in sorted(by_rank.items()))
+        self._make_policy, self._weight, self._max_wait_s = make_policy, weight, max_wait_s
+        self.nodes: dict[NodeId, NodeState] = {}
+        for spec in specs:
+            self.nodes[spec.node_id] = self._new_node(spec)
+        self.classes: tuple[RankClass, ...] = ()
+        self._group_classes()
         self.locations: dict[VersionId, set[NodeId]] = {}  # nodes with any copy or load
         self.pinned: set[VersionId] = set()
         self._heat: dict[VersionId, tuple[float, float]] = {}
         self._decay_per_s = math.log(2) / heat_half_life_s
+
+    def add_node(self, spec: NodeSpec) -> NodeState:
+        """A node joined (the live gateway's engines come and go); it starts empty."""
+        node = self.nodes[spec.node_id] = self._new_node(spec)
+        self._group_classes()
+        return node
+
+    def remove_node(self, node_id: NodeId) -> NodeState | None:
+        """A node left; every copy it held is forgotten with it."""
+        node = self.nodes.pop(node_id, None)
+        if node is None:
+            return None
+        for version in [v for v, holders in self.locations.items() if node_id in holders]:
+            holders = self.locations[version]
+            holders.discard(node_id)
+            if not holders:
+                del self.locations[version]
+        self._group_classes()
+        return node
+
+    def _new_node(self, spec: NodeSpec) -> NodeState:
+        make = self._make_policy
+        return NodeState(spec, make(), make(), self._weight, self._max_wait_s, self.owner)
+
+    def _group_classes(self) -> None:
+        by_rank: dict[int, list[NodeId]] = {}
+        for node in self.nodes.values():
+            by_rank.setdefault(node.spec.max_lora_rank, []).append(node.node_id)
+        self.classes = tuple(RankClass(rank, tuple(ids)) for rank, ids in sorted(by_rank.items()))
 
     def add_version(self, version: AdapterVersion) -> None:
         """Register a version placement may be asked about."""

@@ -220,6 +220,16 @@ class PolicyCore:
             actions.extend(self.loader.ensure_loading(node, new, now))
         return actions
 
+    def add_node(self, spec: NodeSpec) -> None:
+        """An engine joined; placement may use it from now on."""
+        self.cluster.add_node(spec)
+        self.placer.refresh()
+
+    def remove_node(self, node_id: NodeId) -> None:
+        """An engine left (or stopped answering); the caller re-routes what it had queued."""
+        self.cluster.remove_node(node_id)
+        self.placer.refresh()
+
     def pin(self, version: VersionId) -> bool:
         """Pin a version (never evicted) if its tenant's plan allows another pin."""
         tenant = self.cluster.versions[version].tenant_id

@@ -41,12 +41,18 @@ class Placer:
     def __init__(self, cluster: ClusterState, rules: PlacementRules) -> None:
         self.cluster = cluster
         self.rules = rules
+        self._class_index: dict[NodeId, int] = {}
+        self._fresh: dict[VersionId, tuple[NodeId, ...]] = {}
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Re-read the rank classes after nodes joined or left."""
         self._class_index = {
             node_id: index
-            for index, rank_class in enumerate(cluster.classes)
+            for index, rank_class in enumerate(self.cluster.classes)
             for node_id in rank_class.node_ids
         }
-        self._fresh: dict[VersionId, tuple[NodeId, ...]] = {}
+        self._fresh.clear()
 
     def choose(self, version: AdapterVersion) -> tuple[NodeState, Tier]:
         """The node to send a request to, and the tier the adapter has (or will have) there."""

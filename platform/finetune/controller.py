@@ -1,0 +1,177 @@
+"""OpenAI's files and fine-tuning routes: /v1/files and /v1/fine_tuning/jobs."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Annotated, Any
+
+import msgspec
+from litestar import Controller, Request, delete, get, post
+from litestar.params import Parameter
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from loraplex.adapters.store import ObjectStore
+from loraplex.api.multipart import save_multipart
+from loraplex.auth import access
+from loraplex.auth.principal import Principal, Scope
+from loraplex.errors import Forbidden, InvalidInput
+from loraplex.finetune.files import FileService
+from loraplex.finetune.ids import FILE, public
+from loraplex.finetune.jobs import JobService
+from loraplex.finetune.schemas import (
+    JobCreate,
+    checkpoint_object,
+    event_object,
+    file_object,
+    job_object,
+)
+from loraplex.settings import Settings
+
+Limit = Annotated[int, Parameter(ge=1, le=100)]
+FT = access.tenant(Scope.FINE_TUNE)
+JOB = "/v1/fine_tuning/jobs/{job_id:str}"
+
+
+def _tenant(principal: Principal) -> Any:
+    if principal.tenant_id is None:
+        raise Forbidden(
+            "fine-tuning runs as a tenant: use a tenant API key with the 'fine-tune' scope"
+        )
+    return principal.tenant_id
+
+
+class FineTuningController(Controller):
+    """Files and fine-tuning jobs, shaped like OpenAI's so its SDK drives them."""
+
+    tags = ["fine-tuning"]
+
+    @post(
+        "/v1/files", operation_id="CreateFile", opt=FT, status_code=200, request_max_body_size=None
+    )
+    async def create_file(
+        self,
+        request: Request[Any, Any, Any],
+        principal: Principal,
+        db_session: AsyncSession,
+        store: ObjectStore,
+        settings: Settings,
+    ) -> dict[str, Any]:
+        """Upload a JSONL training file (purpose `fine-tune`), validated before it is kept."""
+        tenant_id = _tenant(principal)
+        uploads = settings.data_dir / "uploads"
+        uploads.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=uploads) as workdir:
+            files, fields = await save_multipart(
+                request, Path(workdir), settings.max_training_file_bytes
+            )
+            if len(files) != 1:
+                raise InvalidInput("send exactly one file", param="file")
+            row = await FileService(db_session, store).upload(
+                tenant_id,
+                fields.get("purpose", ""),
+                files[0],
+                files[0].name,
+                settings.max_training_file_bytes,
+                principal.actor,
+            )
+        return file_object(row)
+
+    @get("/v1/files", operation_id="ListFiles", opt=FT)
+    async def list_files(
+        self, principal: Principal, db_session: AsyncSession, store: ObjectStore
+    ) -> dict[str, Any]:
+        """The tenant's files."""
+        rows = await FileService(db_session, store).list(_tenant(principal))
+        return {"object": "list", "data": [file_object(r) for r in rows], "has_more": False}
+
+    @get("/v1/files/{file_id:str}", operation_id="RetrieveFile", opt=FT)
+    async def get_file(
+        self, file_id: str, principal: Principal, db_session: AsyncSession, store: ObjectStore
+    ) -> dict[str, Any]:
+        """One file."""
+        return file_object(await FileService(db_session, store).get(_tenant(principal), file_id))
+
+    @delete("/v1/files/{file_id:str}", operation_id="DeleteFile", opt=FT, status_code=200)
+    async def delete_file(
+        self, file_id: str, principal: Principal, db_session: AsyncSession, store: ObjectStore
+    ) -> dict[str, Any]:
+        """Delete a file."""
+        row = await FileService(db_session, store).delete(
+            _tenant(principal), file_id, principal.actor
+        )
+        return {"id": public(FILE, row.id), "object": "file", "deleted": True}
+
+    @post("/v1/fine_tuning/jobs", operation_id="CreateFineTuningJob", opt=FT, status_code=200)
+    async def create_job(
+        self, request: Request[Any, Any, Any], principal: Principal, db_session: AsyncSession
+    ) -> dict[str, Any]:
+        """Create a job; it is validated and trained by the workers."""
+        try:
+            data = msgspec.json.decode(await request.body(), type=JobCreate)
+        except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+            raise InvalidInput(str(exc)) from exc
+        jobs = JobService(db_session)
+        job = await jobs.create(_tenant(principal), data, principal.actor)
+        await db_session.commit()  # the worker must see the job before the task arrives
+        request.app.state.job_queue.validate(job.id)
+        return job_object(job, *await jobs.file_ids(job))
+
+    @get("/v1/fine_tuning/jobs", operation_id="ListFineTuningJobs", opt=FT)
+    async def list_jobs(
+        self,
+        principal: Principal,
+        db_session: AsyncSession,
+        limit: Limit = 20,
+        after: str | None = None,
+    ) -> dict[str, Any]:
+        """The tenant's jobs, newest first."""
+        jobs = JobService(db_session)
+        rows = await jobs.list(_tenant(principal), limit + 1, after)
+        data = [job_object(j, *await jobs.file_ids(j)) for j in rows[:limit]]
+        return {"object": "list", "data": data, "has_more": len(rows) > limit}
+
+    @get(JOB, operation_id="RetrieveFineTuningJob", opt=FT)
+    async def get_job(
+        self, job_id: str, principal: Principal, db_session: AsyncSession
+    ) -> dict[str, Any]:
+        """One job."""
+        jobs = JobService(db_session)
+        job = await jobs.get(_tenant(principal), job_id)
+        return job_object(job, *await jobs.file_ids(job))
+
+    @get(JOB + "/events", operation_id="ListFineTuningEvents", opt=FT)
+    async def events(
+        self, job_id: str, principal: Principal, db_session: AsyncSession, limit: Limit = 20
+    ) -> dict[str, Any]:
+        """The job's events, newest first: status messages and metrics (step, loss, lr, tokens/s, ETA)."""
+        jobs = JobService(db_session)
+        rows = await jobs.events(await jobs.get(_tenant(principal), job_id), limit + 1)
+        return {
+            "object": "list",
+            "data": [event_object(e) for e in rows[:limit]],
+            "has_more": len(rows) > limit,
+        }
+
+    @get(JOB + "/checkpoints", operation_id="ListFineTuningCheckpoints", opt=FT)
+    async def checkpoints(
+        self, job_id: str, principal: Principal, db_session: AsyncSession, limit: Limit = 10
+    ) -> dict[str, Any]:
+        """The job's checkpoints, newest first."""
+        jobs = JobService(db_session)
+        job = await jobs.get(_tenant(principal), job_id)
+        rows = await jobs.checkpoints(job, limit + 1)
+        return {
+            "object": "list",
+            "data": [checkpoint_object(c, job) for c in rows[:limit]],
+            "has_more": len(rows) > limit,
+        }
+
+    @post(JOB + "/cancel", operation_id="CancelFineTuningJob", opt=FT, status_code=200)
+    async def cancel(
+        self, job_id: str, principal: Principal, db_session: AsyncSession
+    ) -> dict[str, Any]:
+        """Cancel a job."""
+        jobs = JobService(db_session)
+        job = await jobs.cancel(_tenant(principal), job_id, principal.actor)
+        return job_object(job, *await jobs.file_ids(job))
