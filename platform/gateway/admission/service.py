@@ -196,7 +196,18 @@ class Admission:
         self, tenant: str, request_id: str, stream: bool, cost: int, now: float, exc: Exception
     ) -> Ticket:
         self._limiter_down(exc, tenant)
-        return Ticket(tenant, request_id, stream, cost, None, utc_day(now), (), None, None, True)
+        return Ticket(
+            tenant_id=tenant,
+            request_id=request_id,
+            stream=stream,
+            reserved_tokens=cost,
+            tokens_per_minute=None,
+            day=utc_day(now),
+            lease_keys=(),
+            requests=None,
+            tokens=None,
+            degraded=True,
+        )
 
     def _limiter_down(self, exc: Exception, tenant: str) -> None:
         """Fail closed (raise) or open (log, count, carry on), as configured."""

@@ -8,7 +8,13 @@ import itertools
 import pytest
 from prometheus_client import REGISTRY
 
-from loraplex.gateway.admission import Admission, RateLimited, Ticket
+from loraplex.gateway.admission import (
+    Admission,
+    AdmissionController,
+    Overloaded,
+    RateLimited,
+    Ticket,
+)
 from tests.integration.gateway_admission.conftest import REDIS_URL, FakeClock
 
 RPM = {"requests_per_minute": 3}
@@ -177,5 +183,26 @@ async def test_cold_loads_past_the_per_window_budget_are_refused_then_allowed_ag
         ]
         await asyncio.sleep(1.1)  # `limits` reads the wall clock; this window is 1 s
         assert await gate.charge_cold_load("t1", limits)
+    finally:
+        await gate.aclose()
+
+
+async def test_overload_sheds_low_priority_with_503_before_spending_any_quota(
+    prefix: str, redis_client: object, clock: FakeClock
+) -> None:
+    gate = Admission(
+        REDIS_URL, key_prefix=prefix, clock=clock, overload=AdmissionController(budget_s=1.0)
+    )
+    limits = {"requests_per_minute": 1, "priority": 0}
+    try:
+        with pytest.raises(Overloaded) as shed:
+            await gate.admit(
+                "t1", limits, request_id="a", stream=False, estimated_tokens=1, estimated_ttft_s=3.0
+            )
+        assert shed.value.status_code == 503 and shed.value.headers["Retry-After"] == "2"
+        premium = {**limits, "priority": 2}  # shed only past 4x the budget
+        await gate.admit(
+            "t1", premium, request_id="b", stream=False, estimated_tokens=1, estimated_ttft_s=3.0
+        )
     finally:
         await gate.aclose()
