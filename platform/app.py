@@ -24,6 +24,7 @@ from loraplex.control.adapters.controller import AdapterController
 from loraplex.control.audit.controller import AuditController
 from loraplex.control.base_models.controller import BaseModelController
 from loraplex.control.engines.controller import EngineController
+from loraplex.control.engines.placement import PlacementController
 from loraplex.control.health import HealthController
 from loraplex.control.keys.controller import ApiKeyController
 from loraplex.control.tenants.controller import PlanController, TenantController
@@ -48,6 +49,7 @@ CONTROLLERS: list[type] = [
     AuditController,
     UsageController,
     EngineController,
+    PlacementController,
     InferenceController,
     FineTuningController,
 ]

@@ -29,6 +29,14 @@ from loraplex.gateway.routing import EngineRouter
 from loraplex.gateway.service import Gateway
 from loraplex.gateway.usage import SqlUsageWriter, UsageRecorder
 from loraplex.serving.disk_cache import DiskCache
+from loraplex.serving.live import (
+    AliasWatcher,
+    DbFacts,
+    LiveConfig,
+    LivePlacement,
+    LocalOps,
+    OpsRouter,
+)
 from loraplex.serving.registry import EngineRegistry
 from loraplex.settings import Settings
 from loraplex.workers.celery_app import make_celery
@@ -45,6 +53,25 @@ def stream_limits(settings: Settings) -> StreamLimits:
         ttft_timeout_s=settings.ttft_timeout_s,
         idle_timeout_s=settings.idle_timeout_s,
         total_timeout_s=settings.total_timeout_s,
+    )
+
+
+def live_placement(state: Any, settings: Settings, sessions: Any) -> LivePlacement:
+    """The process's placement: one policy core per base model over the registry's engines.
+
+    Single-node mode: engines without an `agent_url` load from this process's disk cache.
+    """
+    config = LiveConfig(
+        queue_timeout_s=settings.queue_timeout_s,
+        disk_budget_bytes=settings.disk_cache_bytes,
+        reconcile_every_s=settings.engine_health_interval_s,
+    )
+    return LivePlacement(
+        state.registry,
+        OpsRouter(LocalOps(state.disk_cache)),
+        DbFacts(sessions, state.tenant_limits.get),
+        config,
+        hints=AliasWatcher(sessions),
     )
 
 
@@ -68,9 +95,10 @@ async def running(state: Any, settings: Settings, db: SQLAlchemyAsyncConfig) -> 
     )
     state.usage = UsageRecorder(SqlUsageWriter(sessions))
     state.tenant_limits = TenantLimits(sessions)
+    state.placement = live_placement(state, settings, sessions)
     state.gateway = Gateway(
         ModelResolver(sessions),
-        EngineRouter(state.registry, state.disk_cache),
+        EngineRouter(state.registry, state.disk_cache, state.placement),
         state.usage,
         stream_limits(settings),
     )
@@ -80,10 +108,12 @@ async def running(state: Any, settings: Settings, db: SQLAlchemyAsyncConfig) -> 
         )
     state.job_queue = JobQueue(make_celery(settings))
     await state.registry.start()
+    await state.placement.start()
     usage_task = asyncio.create_task(state.usage.run())
     try:
         yield
     finally:
+        await state.placement.stop()
         await state.registry.stop()
         await state.usage.stop()
         with contextlib.suppress(asyncio.CancelledError):

@@ -15,7 +15,7 @@ LoraTarget = Literal["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_pr
 class Hyperparameters(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     """OpenAI's hyperparameters plus Loraplex's LoRA settings."""
 
-    n_epochs: Annotated[int, msgspec.Meta(ge=1, le=50)] | Literal["auto"] = "auto"
+    n_epochs: Annotated[int, msgspec.Meta(ge=1, le=1000)] | Literal["auto"] = "auto"
     batch_size: Annotated[int, msgspec.Meta(ge=1, le=256)] | Literal["auto"] = "auto"
     learning_rate_multiplier: Annotated[float, msgspec.Meta(gt=0, le=100)] | Literal["auto"] = (
         "auto"
@@ -26,6 +26,7 @@ class Hyperparameters(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     target_modules: list[LoraTarget] | None = None
     load_in_4bit: bool = True
     beta: Annotated[float, msgspec.Meta(gt=0)] | Literal["auto"] = "auto"  # DPO
+    checkpoint_every: Annotated[int, msgspec.Meta(ge=1)] = 20  # steps a lost worker may redo
 
 
 class Method(msgspec.Struct, kw_only=True):

@@ -18,6 +18,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
+from loraplex.errors import LoraplexError
 from loraplex.gateway.buffer import StreamBuffer
 from loraplex.gateway.resolve import Target
 from loraplex.gateway.routing import EngineRouter, Prepared
@@ -83,6 +84,11 @@ async def pump(
         buffer.fail("engine_rejected", exc.detail)
     except EngineError as exc:
         buffer.fail("engine_unavailable", exc.detail)
+    except LoraplexError as exc:
+        # Refused by placement (429 cold-load budget, 503 deferred): a stream ends with
+        # this error event; a non-streamed request raises it as its HTTP status.
+        buffer.fail(exc.code, exc.detail)
+        raise
 
 
 async def _first_token(
@@ -193,6 +199,7 @@ class _Live:
             return
         self._closed = True
         self.prepared.engine.in_flight -= 1
+        self.prepared.release()  # placement may now evict the adapter or release the next
         if abort:
             try:
                 await asyncio.shield(self.prepared.engine.driver.abort(self.rid))

@@ -1,23 +1,34 @@
 """Chooses the engine for a request and makes sure the adapter version is on it.
 
-Order: healthy engines serving the base model whose rank class fits the adapter; among
-those, the ones that already hold the adapter, then the least busy. (The full policy —
-tiers, eviction, fair dispatch — lives in loraplex.serving.policy; this is its live seam.)
+Adapter requests go through live placement (loraplex.serving.live): the policy core picks
+the engine (rank class, tiers, load), loads and evicts by policy, and releases the request
+to the engine in its dispatch order; the seat is given back when the pump closes the engine
+stream. Base-model requests (and a router built without placement, as in unit tests) take
+the healthy engine with the fewest requests in flight; without placement an adapter is
+loaded on demand and never unloaded.
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from loraplex.gateway import observe
 from loraplex.gateway.resolve import Target
 from loraplex.serving.disk_cache import DiskCache
 from loraplex.serving.engines import AdapterNotLoaded
-from loraplex.serving.loader import engine_adapter_name, ensure_on_engine
+from loraplex.serving.live import LivePlacement
+from loraplex.serving.loader import engine_adapter_name, ensure_on_engine, version_id_of
+from loraplex.serving.policy import Tier
 from loraplex.serving.registry import EngineHandle, EngineRegistry
 
 log = logging.getLogger("loraplex.gateway")
+NO_EXCLUSIONS: frozenset[str] = frozenset()
+
+
+def _nothing() -> None:
+    """A seat with nothing to give back (base model, or no placement)."""
 
 
 @dataclass(frozen=True)
@@ -28,17 +39,32 @@ class Prepared:
     adapter_name: str | None  # engine-side name; None runs the base model
     tier: str = "base"  # where the adapter was found: "loaded", "disk", "cold" or "base"
     load_s: float = 0.0
+    # Called once when the engine request has ended (the pump does): frees the seat.
+    release: Callable[[], None] = field(default=_nothing, compare=False)
+
+
+def tier_label(tier: Tier) -> str:
+    """A tier as the adapter-load metric labels it."""
+    return "loaded" if tier >= Tier.LOADED else tier.name.lower()
 
 
 class EngineRouter:
     """Engine choice plus adapter placement for the live gateway."""
 
-    def __init__(self, registry: EngineRegistry, cache: DiskCache):
+    def __init__(
+        self,
+        registry: EngineRegistry,
+        cache: DiskCache,
+        placement: LivePlacement | None = None,
+    ):
         self.registry = registry
         self.cache = cache
+        self.placement = placement
 
-    def ordered(self, target: Target, exclude: set[str] = frozenset()) -> list[EngineHandle]:  # type: ignore[assignment]
-        """Candidate engines, best first."""
+    def ordered(
+        self, target: Target, exclude: frozenset[str] = NO_EXCLUSIONS
+    ) -> list[EngineHandle]:
+        """Candidate engines, best first (the path without placement)."""
         rank = target.rank or 0
         fits = [
             e
@@ -51,9 +77,17 @@ class EngineRouter:
             key=lambda e: (name is not None and name not in e.loaded, e.max_lora_rank, e.in_flight),
         )
 
-    async def prepare(self, target: Target, exclude: set[str] = frozenset()) -> Prepared | None:  # type: ignore[assignment]
-        """The best engine with the adapter loaded on it, or None when no engine can serve."""
-        for engine in self.ordered(target, exclude):
+    async def prepare(
+        self, target: Target, exclude: set[str] | frozenset[str] = NO_EXCLUSIONS
+    ) -> Prepared | None:
+        """An engine with the adapter loaded and room for the request; None when none can serve.
+
+        Raises the placement's refusals (429 over the cold-load budget, 503 deferred past the
+        queue timeout) and a failed load's error.
+        """
+        if target.version_id is not None and self.placement is not None:
+            return await self._placed(target, frozenset(exclude))
+        for engine in self.ordered(target, frozenset(exclude)):
             if target.version_id is None:
                 return Prepared(engine, None)
             placement = await ensure_on_engine(
@@ -63,6 +97,18 @@ class EngineRouter:
             return Prepared(engine, placement.name, placement.tier_label, placement.seconds)
         return None
 
+    async def _placed(self, target: Target, exclude: frozenset[str]) -> Prepared | None:
+        assert self.placement is not None and target.version_id is not None
+        seat = await self.placement.acquire(target.base_model, target.version_id)
+        if seat is None:
+            return None
+        if seat.engine.id in exclude:  # failed this request before; rotation drops it soon
+            seat.release()
+            return None
+        label = tier_label(seat.tier)
+        observe.adapter_load(label, seat.waited_s if seat.tier < Tier.LOADED else 0.0)
+        return Prepared(seat.engine, seat.adapter_name, label, seat.waited_s, seat.release)
+
     async def report_failure(self, prepared: Prepared, error: Exception) -> None:
         """An engine failed a request: forget what it held and take it out of rotation.
 
@@ -71,5 +117,8 @@ class EngineRouter:
         """
         if prepared.adapter_name:
             prepared.engine.loaded.discard(prepared.adapter_name)
+            version_id = version_id_of(prepared.adapter_name)
+            if self.placement is not None and version_id is not None:
+                self.placement.forget(prepared.engine.id, version_id)
         if not isinstance(error, AdapterNotLoaded):
             await self.registry.mark_unhealthy(prepared.engine.id, str(error))

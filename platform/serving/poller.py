@@ -99,9 +99,11 @@ class HealthPoller:
 
         A load that finished while `list_loaded` was in flight may be missing from the
         engine's answer; keep names the loader added since the call started, or the next
-        request for that adapter would load it a second time.
+        request for that adapter would load it a second time. Likewise an unload that
+        finished meanwhile may still be in the answer; names removed since stay removed.
         """
-        handle.loaded = reported | (handle.loaded - before)
+        added, removed = handle.loaded - before, before - handle.loaded
+        handle.loaded = (reported - removed) | added
 
     def _tracker(self, engine_id: str) -> HealthTracker:
         tracker = self._trackers.get(engine_id)

@@ -1,4 +1,4 @@
-"""One engine, one API process and trained adapters for the whole gateway test session.
+"""Integration fixtures: one engine, one API process and trained adapters per test session.
 
 The API runs as a real uvicorn process (so streaming, slow readers and disconnects behave
 as in production); the tests drive it with the official `openai` SDK and raw sockets.
@@ -67,6 +67,10 @@ def gateway_settings(settings: Settings) -> Settings:
         engine_health_interval_s=1.0,
         socket_sndbuf_bytes=16384,
         resume_window_s=3.0,
+        job_heartbeat_timeout_s=6.0,
+        job_reap_interval_s=2.0,
+        job_progress_interval_s=0.5,
+        max_training_file_bytes=256 * 1024,
     )
 
 
@@ -106,7 +110,7 @@ def served(
         ).json()
         key = httpx.post(
             f"{url}/api/v1/tenants/{tenant['id']}/api-keys",
-            json={"name": "gw", "scopes": ["admin", "inference"]},
+            json={"name": "gw", "scopes": ["admin", "inference", "fine-tune"]},
             headers=ops,
         ).json()["key"]
         adapters = {}

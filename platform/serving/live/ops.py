@@ -9,7 +9,7 @@ the node disk cache plus the engine driver. `AgentOps` asks the node's agent ove
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from typing import Protocol
 from uuid import UUID
 
@@ -112,9 +112,11 @@ class AgentOps:
     cache within its budget, so the policy's disk-tier actions are no-ops here.
     """
 
-    def __init__(self, agent_url: str, timeout_s: float = 120.0) -> None:
+    def __init__(
+        self, agent_url: str, timeout_s: float = 120.0, http: httpx.AsyncClient | None = None
+    ) -> None:
         self.agent_url = agent_url.rstrip("/")
-        self._http = httpx.AsyncClient(base_url=self.agent_url, timeout=timeout_s)
+        self._http = http or httpx.AsyncClient(base_url=self.agent_url, timeout=timeout_s)
 
     async def fetch(self, handle: EngineHandle, facts: VersionFacts) -> None:
         """Nothing to do: `/load` pulls on a miss."""
@@ -160,8 +162,9 @@ class AgentOps:
 class OpsRouter:
     """The ops for an engine: its agent's when it has one, the in-process ones otherwise."""
 
-    def __init__(self, local: LocalOps) -> None:
+    def __init__(self, local: LocalOps, agent: Callable[[str], AgentOps] = AgentOps) -> None:
         self.local = local
+        self._make_agent = agent
         self._agents: dict[str, AgentOps] = {}
 
     def for_engine(self, handle: EngineHandle) -> NodeOps:
@@ -170,7 +173,7 @@ class OpsRouter:
             return self.local
         agent = self._agents.get(handle.agent_url)
         if agent is None:
-            agent = self._agents[handle.agent_url] = AgentOps(handle.agent_url)
+            agent = self._agents[handle.agent_url] = self._make_agent(handle.agent_url)
         return agent
 
     async def aclose(self) -> None:

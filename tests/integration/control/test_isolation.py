@@ -27,7 +27,10 @@ GLOBAL_TENANT_ROUTES = {
     ("POST", "/v1/chat/completions"): "runs as the key's own tenant",
     ("POST", "/v1/completions"): "runs as the key's own tenant",
     ("GET", "/v1/models"): "lists the key's own tenant's adapters",
-    ("GET", "/v1/chat/completions/{completion_id:str}/events"): "the stream's owner is checked in Redis",
+    (
+        "GET",
+        "/v1/chat/completions/{completion_id:str}/events",
+    ): "the stream's owner is checked in Redis",
     ("GET", "/v1/completions/{completion_id:str}/events"): "the stream's owner is checked in Redis",
     ("POST", "/v1/files"): "stored under the key's own tenant",
     ("GET", "/v1/files"): "lists the key's own tenant's files",
@@ -36,9 +39,18 @@ GLOBAL_TENANT_ROUTES = {
     ("POST", "/v1/fine_tuning/jobs"): "created in the key's own tenant",
     ("GET", "/v1/fine_tuning/jobs"): "lists the key's own tenant's jobs",
     ("GET", "/v1/fine_tuning/jobs/{job_id:str}"): "looked up within the key's tenant (else 404)",
-    ("GET", "/v1/fine_tuning/jobs/{job_id:str}/events"): "looked up within the key's tenant (else 404)",
-    ("GET", "/v1/fine_tuning/jobs/{job_id:str}/checkpoints"): "looked up within the key's tenant (else 404)",
-    ("POST", "/v1/fine_tuning/jobs/{job_id:str}/cancel"): "looked up within the key's tenant (else 404)",
+    (
+        "GET",
+        "/v1/fine_tuning/jobs/{job_id:str}/events",
+    ): "looked up within the key's tenant (else 404)",
+    (
+        "GET",
+        "/v1/fine_tuning/jobs/{job_id:str}/checkpoints",
+    ): "looked up within the key's tenant (else 404)",
+    (
+        "POST",
+        "/v1/fine_tuning/jobs/{job_id:str}/cancel",
+    ): "looked up within the key's tenant (else 404)",
 }
 SKIPPED_METHODS = {"OPTIONS", "HEAD"}
 

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from tests.integration.gateway.conftest import BASE, RANKS, Served
+from tests.integration.conftest import BASE, RANKS, Served
 
 pytestmark = pytest.mark.engine
 USER = [{"role": "user", "content": "hi"}]
@@ -16,8 +16,11 @@ USER = [{"role": "user", "content": "hi"}]
 
 def _engine_prompt_tokens(served: Served) -> float:
     text = httpx.get(f"{served.engine.url}/metrics", timeout=5).text
-    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
-               if line.startswith("vllm:prompt_tokens_total"))
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith("vllm:prompt_tokens_total")
+    )
 
 
 @pytest.fixture
@@ -28,7 +31,9 @@ def engine_untouched(served: Served) -> Iterator[None]:
 
 
 def _post(served: Served, body: object, **kw: object) -> httpx.Response:
-    return httpx.post(f"{served.url}/v1/chat/completions", json=body, headers=served.headers(), timeout=30, **kw)
+    return httpx.post(
+        f"{served.url}/v1/chat/completions", json=body, headers=served.headers(), timeout=30, **kw
+    )
 
 
 def _openai_error(response: httpx.Response, status: int) -> dict:
@@ -38,22 +43,29 @@ def _openai_error(response: httpx.Response, status: int) -> dict:
     return error
 
 
-@pytest.mark.parametrize("body, param", [
-    ({"model": BASE, "messages": [{"content": "no role"}]}, "messages[0].role"),
-    ({"model": BASE, "messages": [{"role": "user", "content": 5}]}, "messages[0].content"),
-    ({"model": BASE, "messages": []}, "messages"),
-    ({"model": BASE}, "messages"),
-    ({"model": BASE, "messages": USER, "n": 2}, "n"),
-    ({"model": BASE, "messages": USER, "temperature": 5}, "temperature"),
-    ({"model": BASE, "messages": USER, "top_p": 0}, "top_p"),
-    ({"model": BASE, "messages": USER, "max_tokens": 0}, "max_tokens"),
-    ({"model": BASE, "messages": USER, "max_tokens": 100_000}, "max_tokens"),
-    ({"model": BASE, "messages": USER, "stop": ["a", "b", "c", "d", "e"]}, "stop"),
-    ({"model": BASE, "messages": USER, "logit_bias_typo": {}}, "logit_bias_typo"),
-    ({"model": BASE, "messages": USER, "stream_options": {"include_usage": True}}, "stream_options"),
-])
-def test_invalid_request_is_a_400_naming_the_parameter(served: Served, engine_untouched: None, body: dict,
-                                                      param: str) -> None:
+@pytest.mark.parametrize(
+    "body, param",
+    [
+        ({"model": BASE, "messages": [{"content": "no role"}]}, "messages[0].role"),
+        ({"model": BASE, "messages": [{"role": "user", "content": 5}]}, "messages[0].content"),
+        ({"model": BASE, "messages": []}, "messages"),
+        ({"model": BASE}, "messages"),
+        ({"model": BASE, "messages": USER, "n": 2}, "n"),
+        ({"model": BASE, "messages": USER, "temperature": 5}, "temperature"),
+        ({"model": BASE, "messages": USER, "top_p": 0}, "top_p"),
+        ({"model": BASE, "messages": USER, "max_tokens": 0}, "max_tokens"),
+        ({"model": BASE, "messages": USER, "max_tokens": 100_000}, "max_tokens"),
+        ({"model": BASE, "messages": USER, "stop": ["a", "b", "c", "d", "e"]}, "stop"),
+        ({"model": BASE, "messages": USER, "logit_bias_typo": {}}, "logit_bias_typo"),
+        (
+            {"model": BASE, "messages": USER, "stream_options": {"include_usage": True}},
+            "stream_options",
+        ),
+    ],
+)
+def test_invalid_request_is_a_400_naming_the_parameter(
+    served: Served, engine_untouched: None, body: dict, param: str
+) -> None:
     error = _openai_error(_post(served, body), 400)
     assert error["type"] == "invalid_request_error"
     assert error["param"] == param or param in error["message"]
@@ -61,42 +73,71 @@ def test_invalid_request_is_a_400_naming_the_parameter(served: Served, engine_un
 
 def test_prompt_longer_than_the_context_is_refused(served: Served, engine_untouched: None) -> None:
     long_text = " ".join(f"word{i}" for i in range(6000))
-    error = _openai_error(_post(served, {"model": BASE, "messages": [{"role": "user", "content": long_text}]}), 400)
+    error = _openai_error(
+        _post(served, {"model": BASE, "messages": [{"role": "user", "content": long_text}]}), 400
+    )
     assert "context" in error["message"]
 
 
 def test_max_tokens_above_the_plan_is_refused(served: Served, engine_untouched: None) -> None:
-    httpx.put(f"{served.url}/api/v1/tenants/{served.tenant_id}/quota",
-              json={"overrides": {"max_tokens_per_request": 64}}, headers=served.operator())
+    httpx.put(
+        f"{served.url}/api/v1/tenants/{served.tenant_id}/quota",
+        json={"overrides": {"max_tokens_per_request": 64}},
+        headers=served.operator(),
+    )
     try:
         import time
+
         time.sleep(5.5)  # the gateway caches tenant limits for 5 s
-        error = _openai_error(_post(served, {"model": BASE, "messages": USER, "max_tokens": 65}), 400)
+        error = _openai_error(
+            _post(served, {"model": BASE, "messages": USER, "max_tokens": 65}), 400
+        )
         assert "64" in error["message"]
     finally:
-        httpx.put(f"{served.url}/api/v1/tenants/{served.tenant_id}/quota", json={"overrides": {}},
-                  headers=served.operator())
+        httpx.put(
+            f"{served.url}/api/v1/tenants/{served.tenant_id}/quota",
+            json={"overrides": {}},
+            headers=served.operator(),
+        )
 
 
 def test_non_utf8_and_non_json_bodies_are_refused(served: Served, engine_untouched: None) -> None:
     for raw in [b'{"model": "\xff\xfe"}', b"{not json", b"[]"]:
-        response = httpx.post(f"{served.url}/v1/chat/completions", content=raw, timeout=30,
-                              headers={**served.headers(), "content-type": "application/json"})
+        response = httpx.post(
+            f"{served.url}/v1/chat/completions",
+            content=raw,
+            timeout=30,
+            headers={**served.headers(), "content-type": "application/json"},
+        )
         _openai_error(response, 400)
 
 
-def test_unknown_model_and_another_tenants_adapter_look_the_same(served: Served, engine_untouched: None) -> None:
+def test_unknown_model_and_another_tenants_adapter_look_the_same(
+    served: Served, engine_untouched: None
+) -> None:
     adapter, _ = served.adapters[RANKS[0]]
     slug = f"other-{secrets.token_hex(3)}"
-    tenant = httpx.post(f"{served.url}/api/v1/tenants", json={"slug": slug, "name": slug},
-                        headers=served.operator()).json()
-    other_key = httpx.post(f"{served.url}/api/v1/tenants/{tenant['id']}/api-keys",
-                           json={"name": "x", "scopes": ["inference"]}, headers=served.operator()).json()["key"]
+    tenant = httpx.post(
+        f"{served.url}/api/v1/tenants", json={"slug": slug, "name": slug}, headers=served.operator()
+    ).json()
+    other_key = httpx.post(
+        f"{served.url}/api/v1/tenants/{tenant['id']}/api-keys",
+        json={"name": "x", "scopes": ["inference"]},
+        headers=served.operator(),
+    ).json()["key"]
     other = {"Authorization": f"Bearer {other_key}"}
-    theirs = httpx.post(f"{served.url}/v1/chat/completions", json={"model": adapter, "messages": USER},
-                        headers=other, timeout=30)
-    missing = httpx.post(f"{served.url}/v1/chat/completions", json={"model": "no-such-adapter", "messages": USER},
-                         headers=other, timeout=30)
+    theirs = httpx.post(
+        f"{served.url}/v1/chat/completions",
+        json={"model": adapter, "messages": USER},
+        headers=other,
+        timeout=30,
+    )
+    missing = httpx.post(
+        f"{served.url}/v1/chat/completions",
+        json={"model": "no-such-adapter", "messages": USER},
+        headers=other,
+        timeout=30,
+    )
     a, b = _openai_error(theirs, 404), _openai_error(missing, 404)
     assert a["code"] == b["code"] == "model_not_found"
     assert a["message"].replace(adapter, "X") == b["message"].replace("no-such-adapter", "X")
@@ -104,7 +145,10 @@ def test_unknown_model_and_another_tenants_adapter_look_the_same(served: Served,
 
 def test_archived_version_is_refused(served: Served, engine_untouched: None) -> None:
     adapter, folder = served.adapters[RANKS[0]]
-    files = [("file", (n, (folder / n).read_bytes())) for n in ("adapter_config.json", "adapter_model.safetensors")]
+    files = [
+        ("file", (n, (folder / n).read_bytes()))
+        for n in ("adapter_config.json", "adapter_model.safetensors")
+    ]
     base = f"{served.url}/api/v1/tenants/{served.tenant_id}/adapters/{adapter}/versions"
     number = httpx.post(base, files=files, headers=served.headers(), timeout=60).json()["number"]
     httpx.post(f"{base}/{number}/archive", headers=served.headers(), timeout=30)
@@ -113,8 +157,14 @@ def test_archived_version_is_refused(served: Served, engine_untouched: None) -> 
 
 
 def test_missing_or_operator_key_is_refused(served: Served, engine_untouched: None) -> None:
-    response = httpx.post(f"{served.url}/v1/chat/completions", json={"model": BASE, "messages": USER}, timeout=30)
+    response = httpx.post(
+        f"{served.url}/v1/chat/completions", json={"model": BASE, "messages": USER}, timeout=30
+    )
     assert _openai_error(response, 401)["type"] == "authentication_error"
-    response = httpx.post(f"{served.url}/v1/chat/completions", json={"model": BASE, "messages": USER},
-                          headers=served.operator(), timeout=30)
+    response = httpx.post(
+        f"{served.url}/v1/chat/completions",
+        json={"model": BASE, "messages": USER},
+        headers=served.operator(),
+        timeout=30,
+    )
     _openai_error(response, 403)

@@ -18,7 +18,7 @@ import pytest
 
 from loraplex.adapters.facts import facts_to_json, read_base_model_facts
 from loraplex.serving.engines.launcher import EngineConfig, read_pid, start_engine, stop_engine
-from tests.integration.gateway.conftest import Served
+from tests.integration.conftest import Served
 from tests.integration.gateway.streams import parse_events
 
 pytestmark = pytest.mark.engine
@@ -27,15 +27,33 @@ DOOMED_BASE = "loraplex-tiny-doomed"
 
 @pytest.fixture
 def doomed_engine(served: Served) -> Iterator[EngineConfig]:
-    config = EngineConfig(model_dir=served.engine.model_dir, port=int(os.environ.get("LORAPLEX_TEST_ENGINE2_PORT", 8101)),
-                          state_dir=Path("var/engine-doomed"), max_loras=1, max_cpu_loras=1)
+    config = EngineConfig(
+        model_dir=served.engine.model_dir,
+        port=int(os.environ.get("LORAPLEX_TEST_ENGINE2_PORT", 8101)),
+        state_dir=Path("var/engine-doomed"),
+        max_loras=1,
+        max_cpu_loras=1,
+    )
     start_engine(config, say=lambda line: print(f"[doomed engine] {line}"))
-    facts = {**facts_to_json(read_base_model_facts(served.engine.model_dir)), "name": DOOMED_BASE,
-             "source": str(served.engine.model_dir)}
+    facts = {
+        **facts_to_json(read_base_model_facts(served.engine.model_dir)),
+        "name": DOOMED_BASE,
+        "source": str(served.engine.model_dir),
+    }
     httpx.post(f"{served.url}/api/v1/base-models", json=facts, headers=served.operator())
-    engine = httpx.post(f"{served.url}/api/v1/engines", headers=served.operator(), json={
-        "name": f"doomed-{secrets.token_hex(3)}", "url": config.url, "kind": "vllm", "base_model": DOOMED_BASE,
-        "max_lora_rank": 64, "gpu_slots": 1, "host_slots": 1}).json()
+    engine = httpx.post(
+        f"{served.url}/api/v1/engines",
+        headers=served.operator(),
+        json={
+            "name": f"doomed-{secrets.token_hex(3)}",
+            "url": config.url,
+            "kind": "vllm",
+            "base_model": DOOMED_BASE,
+            "max_lora_rank": 64,
+            "gpu_slots": 1,
+            "host_slots": 1,
+        },
+    ).json()
     try:
         _wait_in_rotation(served, engine["id"])
         yield config
@@ -46,20 +64,35 @@ def doomed_engine(served: Served) -> Iterator[EngineConfig]:
 
 def _wait_in_rotation(served: Served, engine_id: str) -> None:
     for _ in range(60):
-        live = httpx.get(f"{served.url}/api/v1/engines/{engine_id}", headers=served.operator()).json().get("live")
+        live = (
+            httpx.get(f"{served.url}/api/v1/engines/{engine_id}", headers=served.operator())
+            .json()
+            .get("live")
+        )
         if live and live["in_rotation"]:
             return
         time.sleep(0.5)
     raise AssertionError("the second engine never came into rotation")
 
 
-def test_killing_the_engine_mid_stream_ends_with_an_error_event(served: Served, doomed_engine: EngineConfig) -> None:
-    body = {"model": DOOMED_BASE, "messages": [{"role": "user", "content": "Once upon a time"}],
-            "max_tokens": 3000, "temperature": 0, "stream": True}
+def test_killing_the_engine_mid_stream_ends_with_an_error_event(
+    served: Served, doomed_engine: EngineConfig
+) -> None:
+    body = {
+        "model": DOOMED_BASE,
+        "messages": [{"role": "user", "content": "Once upon a time"}],
+        "max_tokens": 3000,
+        "temperature": 0,
+        "stream": True,
+    }
     received = b""
     killed_at = None
-    with httpx.Client(timeout=60) as http, http.stream("POST", f"{served.url}/v1/chat/completions", json=body,
-                                                       headers=served.headers()) as response:
+    with (
+        httpx.Client(timeout=60) as http,
+        http.stream(
+            "POST", f"{served.url}/v1/chat/completions", json=body, headers=served.headers()
+        ) as response,
+    ):
         for chunk in response.iter_raw():
             received += chunk
             if killed_at is None and received.count(b"\n\n") >= 10:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from openai import OpenAI
 
-from tests.integration.gateway.conftest import BASE, RANKS, Served
+from tests.integration.conftest import BASE, RANKS, Served
 
 pytestmark = pytest.mark.engine
 QUESTIONS_PER_ADAPTER = 3
@@ -94,6 +94,10 @@ def test_models_lists_base_adapters_and_versions(served: Served) -> None:
 def test_successful_inference_answers_200_like_openai(served: Served) -> None:
     import httpx
 
-    response = httpx.post(f"{served.url}/v1/chat/completions", headers=served.headers(), timeout=60,
-                          json={"model": BASE, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2})
+    response = httpx.post(
+        f"{served.url}/v1/chat/completions",
+        headers=served.headers(),
+        timeout=60,
+        json={"model": BASE, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2},
+    )
     assert response.status_code == 200

@@ -7,12 +7,16 @@ import time
 import httpx
 import pytest
 
-from tests.integration.gateway.conftest import BASE, Served
+from tests.integration.conftest import BASE, Served
 from tests.integration.gateway.streams import parse_events, wait_until_idle
 
 pytestmark = pytest.mark.engine
-BODY = {"model": BASE, "messages": [{"role": "user", "content": "Once upon a time"}], "temperature": 0,
-        "stream": True}
+BODY = {
+    "model": BASE,
+    "messages": [{"role": "user", "content": "Once upon a time"}],
+    "temperature": 0,
+    "stream": True,
+}
 
 
 def _text(events: list) -> str:
@@ -27,12 +31,18 @@ def _text(events: list) -> str:
 
 def _first_events(served: Served, body: dict, count: int) -> list:
     events = []
-    with httpx.Client(timeout=30) as http, http.stream("POST", f"{served.url}/v1/chat/completions", json=body,
-                                                       headers=served.headers()) as response:
+    with (
+        httpx.Client(timeout=30) as http,
+        http.stream(
+            "POST", f"{served.url}/v1/chat/completions", json=body, headers=served.headers()
+        ) as response,
+    ):
         buffer = b""
         for chunk in response.iter_raw():
             buffer += chunk
-            events = parse_events(buffer.rsplit(b"\n\n", 1)[0] + b"\n\n") if b"\n\n" in buffer else []
+            events = (
+                parse_events(buffer.rsplit(b"\n\n", 1)[0] + b"\n\n") if b"\n\n" in buffer else []
+            )
             if len(events) >= count:
                 break
     return events[:count]
@@ -42,15 +52,22 @@ def test_a_dropped_stream_resumes_after_the_last_event_without_duplicates(served
     body = {**BODY, "max_tokens": 60, "stream_options": {"resumable": True}}
     first = _first_events(served, body, 6)
     completion_id, last_id = first[0].json()["id"], first[-1].id
-    response = httpx.get(f"{served.url}/v1/chat/completions/{completion_id}/events", timeout=60,
-                         headers={**served.headers(), "Last-Event-ID": str(last_id)})
+    response = httpx.get(
+        f"{served.url}/v1/chat/completions/{completion_id}/events",
+        timeout=60,
+        headers={**served.headers(), "Last-Event-ID": str(last_id)},
+    )
     rest = parse_events(response.content)
     assert rest[-1].data == "[DONE]"
     ids = [e.id for e in first + rest if e.id is not None]
     assert ids == sorted(set(ids)), "events were duplicated or reordered"
     assert ids == list(range(ids[0], ids[0] + len(ids))), "events are missing"
-    whole = httpx.post(f"{served.url}/v1/chat/completions", json={**BODY, "max_tokens": 60, "stream": False},
-                       headers=served.headers(), timeout=60).json()["choices"][0]["message"]["content"]
+    whole = httpx.post(
+        f"{served.url}/v1/chat/completions",
+        json={**BODY, "max_tokens": 60, "stream": False},
+        headers=served.headers(),
+        timeout=60,
+    ).json()["choices"][0]["message"]["content"]
     assert _text(first) + _text(rest) == whole
 
 
@@ -61,18 +78,30 @@ def test_an_abandoned_resumable_stream_is_aborted_after_the_window(served: Serve
     idle_after = wait_until_idle(served.engine.url, 20)
     assert idle_after is not None, "the engine kept generating for nobody"
     assert time.monotonic() - started >= 2.0  # it waited for a resumer first (window: 3 s)
-    response = httpx.get(f"{served.url}/v1/chat/completions/{first[0].json()['id']}/events",
-                         headers=served.headers(), timeout=10)
+    response = httpx.get(
+        f"{served.url}/v1/chat/completions/{first[0].json()['id']}/events",
+        headers=served.headers(),
+        timeout=10,
+    )
     assert response.status_code in (200, 404)
 
 
 def test_another_tenant_cannot_resume_a_stream(served: Served) -> None:
     body = {**BODY, "max_tokens": 20, "stream_options": {"resumable": True}}
     first = _first_events(served, body, 2)
-    other = httpx.post(f"{served.url}/api/v1/tenants", json={"slug": f"r{time.time_ns() % 10**8}", "name": "r"},
-                       headers=served.operator()).json()
-    key = httpx.post(f"{served.url}/api/v1/tenants/{other['id']}/api-keys",
-                     json={"name": "x", "scopes": ["inference"]}, headers=served.operator()).json()["key"]
-    response = httpx.get(f"{served.url}/v1/chat/completions/{first[0].json()['id']}/events",
-                         headers={"Authorization": f"Bearer {key}", "Last-Event-ID": "0"}, timeout=10)
+    other = httpx.post(
+        f"{served.url}/api/v1/tenants",
+        json={"slug": f"r{time.time_ns() % 10**8}", "name": "r"},
+        headers=served.operator(),
+    ).json()
+    key = httpx.post(
+        f"{served.url}/api/v1/tenants/{other['id']}/api-keys",
+        json={"name": "x", "scopes": ["inference"]},
+        headers=served.operator(),
+    ).json()["key"]
+    response = httpx.get(
+        f"{served.url}/v1/chat/completions/{first[0].json()['id']}/events",
+        headers={"Authorization": f"Bearer {key}", "Last-Event-ID": "0"},
+        timeout=10,
+    )
     assert response.status_code == 404

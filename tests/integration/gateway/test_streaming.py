@@ -7,7 +7,7 @@ import time
 import httpx
 import pytest
 
-from tests.integration.gateway.conftest import BASE, Served
+from tests.integration.conftest import BASE, Served
 from tests.integration.gateway.streams import (
     engine_running,
     parse_events,

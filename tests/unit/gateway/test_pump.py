@@ -30,9 +30,22 @@ class ScriptedDriver:
 
     kind = "vllm"
 
-    def __init__(self, url: str, pieces: list[str], *, delay_s: float = 0.0, first_delay_s: float = 0.0,
-                 fail_before_first: bool = False, die_after: int | None = None) -> None:
-        self.url, self.pieces, self.delay_s, self.first_delay_s = url, pieces, delay_s, first_delay_s
+    def __init__(
+        self,
+        url: str,
+        pieces: list[str],
+        *,
+        delay_s: float = 0.0,
+        first_delay_s: float = 0.0,
+        fail_before_first: bool = False,
+        die_after: int | None = None,
+    ) -> None:
+        self.url, self.pieces, self.delay_s, self.first_delay_s = (
+            url,
+            pieces,
+            delay_s,
+            first_delay_s,
+        )
         self.fail_before_first, self.die_after = fail_before_first, die_after
         self.aborted: list[str] = []
         self.started: list[str] = []
@@ -60,8 +73,12 @@ class ScriptedDriver:
             if i:
                 await asyncio.sleep(self.delay_s)
             last = i == len(self.pieces) - 1
-            yield GenerateChunk(text=piece, finish_reason="stop" if last else None, prompt_tokens=3,
-                                completion_tokens=i + 1)
+            yield GenerateChunk(
+                text=piece,
+                finish_reason="stop" if last else None,
+                prompt_tokens=3,
+                completion_tokens=i + 1,
+            )
 
     async def abort(self, rid: str) -> None:
         self.aborted.append(rid)
@@ -76,9 +93,21 @@ class ScriptedDriver:
 def _router(*drivers: ScriptedDriver) -> EngineRouter:
     registry = EngineRegistry()
     for i, driver in enumerate(drivers):
-        registry.add(EngineHandle(id=f"e{i}", name=f"engine-{i}", url=driver.url, kind="vllm", base_model="tiny",
-                                  max_lora_rank=64, gpu_slots=4, host_slots=8, driver=driver, healthy=True,
-                                  in_flight=i))  # e0 is preferred: fewer in flight
+        registry.add(
+            EngineHandle(
+                id=f"e{i}",
+                name=f"engine-{i}",
+                url=driver.url,
+                kind="vllm",
+                base_model="tiny",
+                max_lora_rank=64,
+                gpu_slots=4,
+                host_slots=8,
+                driver=driver,
+                healthy=True,
+                in_flight=i,
+            )
+        )  # e0 is preferred: fewer in flight
     return EngineRouter(registry, cache=None)  # type: ignore[arg-type]  # base model: no adapter cache
 
 
@@ -115,20 +144,26 @@ async def test_an_engine_dying_after_the_first_token_ends_with_an_error_not_a_ha
     assert taken.text == "one" and taken.error is not None and taken.error[0] == "engine_died"
 
 
-@pytest.mark.parametrize("script, limits, code", [
-    ({"first_delay_s": 0.5}, {"ttft_timeout_s": 0.1}, "ttft_timeout"),
-    ({"delay_s": 0.5}, {"idle_timeout_s": 0.1}, "idle_timeout"),
-    ({"delay_s": 0.08}, {"total_timeout_s": 0.2, "idle_timeout_s": 1.0}, "total_timeout"),
-])
-async def test_each_timeout_ends_the_stream_with_its_own_code_and_aborts(script: dict, limits: dict,
-                                                                        code: str) -> None:
+@pytest.mark.parametrize(
+    "script, limits, code",
+    [
+        ({"first_delay_s": 0.5}, {"ttft_timeout_s": 0.1}, "ttft_timeout"),
+        ({"delay_s": 0.5}, {"idle_timeout_s": 0.1}, "idle_timeout"),
+        ({"delay_s": 0.08}, {"total_timeout_s": 0.2, "idle_timeout_s": 1.0}, "total_timeout"),
+    ],
+)
+async def test_each_timeout_ends_the_stream_with_its_own_code_and_aborts(
+    script: dict, limits: dict, code: str
+) -> None:
     driver = ScriptedDriver("a", ["x"] * 10, **script)
     buffer = await _run(_router(driver), _job(**limits))
     assert buffer.take().error[0] == code  # type: ignore[index]
     assert driver.aborted == driver.started[-1:]
 
 
-async def test_a_client_too_slow_for_the_buffer_gets_slow_client_and_the_engine_is_aborted() -> None:
+async def test_a_client_too_slow_for_the_buffer_gets_slow_client_and_the_engine_is_aborted() -> (
+    None
+):
     driver = ScriptedDriver("a", ["x" * 100] * 20)
     buffer = await _run(_router(driver), _job(), max_bytes=250)  # nobody takes from the buffer
     taken = buffer.take()

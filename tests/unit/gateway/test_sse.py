@@ -18,14 +18,33 @@ def test_chat_chunks_have_openais_shape() -> None:
     event_id, role = _data(encoder.role(0))
     assert role["choices"][0]["delta"] == {"role": "assistant", "content": ""} and event_id == 0
     _, text = _data(encoder.text(1, 'say "hi"\n'))
-    assert text == {"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 7, "model": "bot@prod",
-                    "choices": [{"index": 0, "delta": {"content": 'say "hi"\n'}, "logprobs": None,
-                                 "finish_reason": None}]}
+    assert text == {
+        "id": "chatcmpl-1",
+        "object": "chat.completion.chunk",
+        "created": 7,
+        "model": "bot@prod",
+        "choices": [
+            {
+                "index": 0,
+                "delta": {"content": 'say "hi"\n'},
+                "logprobs": None,
+                "finish_reason": None,
+            }
+        ],
+    }
     _, finish = _data(encoder.finish(2, "length"))
-    assert finish["choices"][0] == {"index": 0, "delta": {}, "logprobs": None, "finish_reason": "length"}
+    assert finish["choices"][0] == {
+        "index": 0,
+        "delta": {},
+        "logprobs": None,
+        "finish_reason": "length",
+    }
     _, usage = _data(encoder.usage(3, 5, 7))
-    assert usage["choices"] == [] and usage["usage"] == {"prompt_tokens": 5, "completion_tokens": 7,
-                                                         "total_tokens": 12}
+    assert usage["choices"] == [] and usage["usage"] == {
+        "prompt_tokens": 5,
+        "completion_tokens": 7,
+        "total_tokens": 12,
+    }
 
 
 def test_completion_chunks_carry_text() -> None:
@@ -36,7 +55,14 @@ def test_completion_chunks_carry_text() -> None:
 
 def test_error_event_is_openais_error_shape() -> None:
     _, error = _data(ChunkEncoder("c", "m", "chat").error(9, "slow_client", "too slow"))
-    assert error == {"error": {"message": "too slow", "type": "slow_client", "param": None, "code": "slow_client"}}
+    assert error == {
+        "error": {
+            "message": "too slow",
+            "type": "slow_client",
+            "param": None,
+            "code": "slow_client",
+        }
+    }
 
 
 def test_buffer_coalesces_pending_text_into_one_take() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -184,6 +185,22 @@ async def test_a_load_finishing_during_a_poll_stays_known() -> None:
     driver.list_gate.set()
     await poll
     assert "lpx-new" in handle.loaded
+
+
+async def test_an_unload_finishing_during_a_poll_stays_unloaded() -> None:
+    driver = FakeDriver()
+    driver.adapters["lpx-old"] = Path("/nowhere")
+    driver.list_gate = asyncio.Event()
+    registry = EngineRegistry()
+    handle = make_handle(driver)
+    handle.loaded.add("lpx-old")
+    registry.add(handle)
+    poll = asyncio.create_task(registry.poll_once())
+    await driver.list_started.wait()  # the engine's answer still lists lpx-old
+    handle.loaded.discard("lpx-old")  # what placement does after a successful unload
+    driver.list_gate.set()
+    await poll
+    assert "lpx-old" not in handle.loaded
 
 
 async def test_a_request_failure_takes_the_engine_out_until_a_probe_answers() -> None:

@@ -1,0 +1,79 @@
+"""The node agent's HTTP API: load and unload adapters on the node's engine, list them.
+
+One agent runs beside each engine in a multi-node deployment (`loraplex agent`). It owns the
+node's disk cache (byte budget, pulls from the object store with sha256 checks) and does the
+same work the API process does in-process in single-node mode, through the same `LocalOps`.
+The gateway calls it when the engine's row has an `agent_url`.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import msgspec
+from litestar import Litestar, get, post
+
+from loraplex.errors import InvalidInput, exception_handlers
+from loraplex.serving.live.facts import VersionFacts
+from loraplex.serving.live.ops import LocalOps
+from loraplex.serving.loader import engine_adapter_name, version_id_of
+from loraplex.serving.registry import EngineHandle
+
+# The agent loads what the gateway already decided to place; owner and size do not matter.
+NOBODY = uuid.UUID(int=0)
+
+
+class LoadIn(msgspec.Struct, frozen=True):
+    """A version to make loaded on this node's engine."""
+
+    version_id: uuid.UUID
+    storage_key: str
+    files: dict[str, str]  # file name -> sha256
+
+
+class UnloadIn(msgspec.Struct, frozen=True):
+    """An engine-side adapter name to unload."""
+
+    name: str
+
+
+def create_agent_app(handle: EngineHandle, ops: LocalOps) -> Litestar:
+    """The agent app for one engine (its handle) and this node's disk cache (in `ops`)."""
+
+    @post("/load", status_code=200)
+    async def load(data: LoadIn) -> dict[str, Any]:
+        """Pull the version if needed and load it; answers its engine-side name and tier."""
+        facts = VersionFacts(data.version_id, NOBODY, 0, 0, data.storage_key, data.files)
+        tier = await ops.load(handle, facts)
+        return {"name": engine_adapter_name(data.version_id), "tier": tier.name.lower()}
+
+    @post("/unload", status_code=200)
+    async def unload(data: UnloadIn) -> dict[str, Any]:
+        """Unload an adapter Loraplex named; its disk copy may be evicted afterwards."""
+        version_id = version_id_of(data.name)
+        if version_id is None:
+            raise InvalidInput("not an adapter name Loraplex made", param="name")
+        await ops.unload(handle, version_id)
+        return {"name": data.name}
+
+    @get("/adapters")
+    async def adapters() -> dict[str, Any]:
+        """What the engine holds now; folders of adapters it dropped are released."""
+        handle.loaded = await handle.driver.list_loaded()
+        ops.held(handle, [v for v in map(version_id_of, handle.loaded) if v is not None])
+        cache = ops.cache
+        return {
+            "adapters": sorted(handle.loaded),
+            "cache": {"used_bytes": cache.used_bytes, "budget_bytes": cache.budget_bytes},
+        }
+
+    async def close() -> None:
+        await handle.driver.aclose()
+        await ops.cache.aclose()
+
+    return Litestar(
+        [load, unload, adapters],
+        exception_handlers=exception_handlers(),
+        on_shutdown=[close],
+    )

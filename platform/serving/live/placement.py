@@ -1,0 +1,352 @@
+"""LivePlacement: the policy core deciding, the gateway's engines doing.
+
+For each request for an adapter version, `acquire` asks the core where to run it
+(`route`), carries out the loads and evictions it returns through the node's ops, and waits
+until the core releases the request to the engine (`dispatch`: active adapter first,
+weighted fair share, bounded wait; at most `gpu_slots x running_per_gpu_slot` in flight per
+engine). The seat it returns must be released when the engine request ends; that tells the
+core (`request_finished`), which protects the adapter from eviction until then.
+
+A background loop keeps the core in step with the engines: engines joining and leaving
+rotation, and what each engine reports loaded (`reconcile`: an engine restart, SGLang's own
+LRU evictions and its silent re-loads). Alias moves seen by the `AliasWatcher` prefetch the
+new version where the old one is loaded (`promote`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any
+from uuid import UUID
+
+from loraplex.errors import NotFound
+from loraplex.serving.engines import EngineDied, EngineUnavailable
+from loraplex.serving.live.errors import ColdLoadLimited, PlacementDeferred
+from loraplex.serving.live.facts import FactsSource, VersionFacts
+from loraplex.serving.live.hints import AliasWatcher
+from loraplex.serving.live.ops import OpsRouter
+from loraplex.serving.live.pool import Pool, Ticket
+from loraplex.serving.live.runner import ActionRunner
+from loraplex.serving.live.view import snapshot
+from loraplex.serving.loader import engine_adapter_name, version_id_of
+from loraplex.serving.policy import (
+    Deferred,
+    Dispatch,
+    NodeSpec,
+    PolicyConfig,
+    Rejected,
+    Request,
+    TenantPlan,
+    Tier,
+    TierCosts,
+)
+from loraplex.serving.registry import EngineHandle, EngineRegistry
+from loraplex.serving.simulator.costs import TIER_COSTS
+
+log = logging.getLogger("loraplex.serving.live")
+RE_ROUTE = (EngineUnavailable, EngineDied)  # the engine failed a load: try another one
+
+
+@dataclass(frozen=True)
+class LiveConfig:
+    """How live placement runs; `policy.plans` is filled from the tenants' plans."""
+
+    policy: PolicyConfig = field(default_factory=PolicyConfig)
+    costs: TierCosts = TIER_COSTS
+    queue_timeout_s: float = 30.0
+    running_per_gpu_slot: int = 2  # engine queue bound: in flight per GPU slot
+    disk_budget_bytes: int = 10 * 2**30
+    reconcile_every_s: float = 2.0
+    # An engine's adapter list may have been read before one of our unloads finished;
+    # for this long a just-unloaded name in a report is taken as stale, not as a re-load.
+    unload_grace_s: float = 10.0
+
+
+@dataclass
+class Seat:
+    """An engine slot for one request; call `release` once the engine request has ended."""
+
+    engine: EngineHandle
+    adapter_name: str
+    tier: Tier  # where the adapter was when the request arrived
+    waited_s: float  # queue and load time before the release to the engine
+    release: Callable[[], None]
+
+
+class LivePlacement:
+    """One policy core per base model, fed from the engine registry and the database."""
+
+    def __init__(
+        self,
+        registry: EngineRegistry,
+        ops: OpsRouter,
+        facts: FactsSource,
+        config: LiveConfig | None = None,
+        hints: AliasWatcher | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.registry, self.ops, self.facts = registry, ops, facts
+        self.config = config = config or LiveConfig()
+        self.hints = hints
+        self.clock = clock
+        self.plans: dict[str, TenantPlan] = {}
+        self.policy = replace(config.policy, plans=self.plans)  # the dict stays live
+        self.pools: dict[str, Pool] = {}
+        self.pins: set[str] = set()
+        self.versions: dict[str, VersionFacts] = {}
+        self.runner = ActionRunner(self)
+        self._ids = itertools.count(1)
+        self._loop: asyncio.Task[None] | None = None
+
+    # --- requests -----------------------------------------------------------------------
+
+    async def acquire(self, base_model: str, version_id: UUID) -> Seat | None:
+        """Wait for an engine slot with the version loaded; None when no engine can serve it.
+
+        Raises ColdLoadLimited (429) or PlacementDeferred (503) when the tenant's cold-load
+        budget holds the request back, and the load's error when loading failed.
+        """
+        facts = await self._know(version_id)
+        if facts is None:
+            return None
+        self.plans[str(facts.tenant_id)] = await self.facts.plan(facts.tenant_id)
+        started = self.clock()
+        request_id = next(self._ids)
+        while True:
+            pool = self.pool(base_model)
+            if not pool.fits(facts.rank):
+                return None
+            self._register(pool, facts)
+            now = self.clock()
+            request = Request(request_id, str(facts.tenant_id), str(version_id), now)
+            outcome = pool.core.route(request, now)
+            if isinstance(outcome, Rejected):
+                raise ColdLoadLimited(outcome.retry_after_s)
+            if isinstance(outcome, Deferred):
+                await self._wait_deferred(outcome, started)
+                continue  # same request id: the core holds its ticket
+            ticket = Ticket(
+                request, outcome.node_id, pool.epoch(outcome.node_id) or 0, outcome.found, now
+            )
+            pool.tickets[request_id] = ticket
+            self.runner.apply(pool, outcome.node_id, outcome.actions)
+            self.dispatch(pool, outcome.node_id)
+            dispatch = await self._await_dispatch(pool, ticket)
+            if dispatch is None:
+                request_id = next(self._ids)  # its engine left: route afresh
+                continue
+            return self._seat(pool, ticket)
+
+    async def _await_dispatch(self, pool: Pool, ticket: Ticket) -> Dispatch | None:
+        try:
+            return await ticket.future
+        except asyncio.CancelledError:
+            if ticket.running:  # released just as the caller gave up
+                self._release(pool, ticket)
+            else:
+                ticket.abandoned = True  # finished at once when dispatched (dispatch())
+            raise
+        except RE_ROUTE as exc:
+            await self.registry.mark_unhealthy(ticket.node_id, f"adapter load failed: {exc}")
+            return None
+
+    async def _wait_deferred(self, deferred: Deferred, started: float) -> None:
+        now = self.clock()
+        if deferred.until > started + self.config.queue_timeout_s:
+            raise PlacementDeferred(deferred.until - now)
+        await asyncio.sleep(max(0.0, deferred.until - now))
+
+    def _seat(self, pool: Pool, ticket: Ticket) -> Seat:
+        handle = pool.handle(ticket.node_id)
+        assert handle is not None  # a running ticket's engine only leaves after it ran
+        name = engine_adapter_name(UUID(ticket.request.version_id))
+        return Seat(
+            handle,
+            name,
+            ticket.found,
+            self.clock() - ticket.routed_at,
+            lambda: self._release(pool, ticket),
+        )
+
+    def _release(self, pool: Pool, ticket: Ticket) -> None:
+        if ticket.released:
+            return
+        ticket.released = True
+        pool.tickets.pop(ticket.request.request_id, None)
+        if not pool.current(ticket):
+            return  # that engine incarnation left the core with its state
+        actions = pool.core.request_finished(ticket.node_id, ticket.request, self.clock())
+        self.runner.apply(pool, ticket.node_id, actions)
+        self.dispatch(pool, ticket.node_id)
+
+    def dispatch(self, pool: Pool, node_id: str) -> None:
+        """Release what the core lets run on the engine now, waking each request's caller."""
+        while node_id in pool.nodes:
+            batch = pool.core.dispatch(node_id, self.clock())
+            if not batch:
+                return
+            for released in batch:
+                ticket = pool.tickets.get(released.request.request_id)
+                if ticket is None:
+                    continue
+                ticket.running = True
+                if ticket.abandoned or ticket.future.done():
+                    self._release(pool, ticket)  # nobody waits for it: give the room back
+                else:
+                    ticket.future.set_result(released)
+
+    def forget(self, engine_id: str, version_id: UUID) -> None:
+        """The engine said it lacks the adapter: drop it from the core's view of that engine."""
+        for pool in self.pools.values():
+            if engine_id in pool.nodes:
+                handle = pool.nodes[engine_id].handle
+                handle.loaded.discard(engine_adapter_name(version_id))
+                self.reconcile(pool, engine_id)
+
+    # --- the core's inputs ----------------------------------------------------------------
+
+    def pool(self, base_model: str) -> Pool:
+        """The base model's pool, synced with the engines in rotation."""
+        pool = self.pools.get(base_model)
+        if pool is None:
+            pool = self.pools[base_model] = Pool(
+                base_model, self.policy, self.config.costs, self.node_spec
+            )
+        for handle in pool.sync(self.registry.candidates(base_model)):
+            self.reconcile(pool, handle.id)  # adopt what a joining engine already holds
+        return pool
+
+    def node_spec(self, handle: EngineHandle) -> NodeSpec:
+        """The core's view of an engine's capacities."""
+        return NodeSpec(
+            node_id=handle.id,
+            max_lora_rank=handle.max_lora_rank,
+            gpu_slots=handle.gpu_slots,
+            host_slots=handle.host_slots,
+            disk_budget_bytes=self.config.disk_budget_bytes,
+            max_running=max(1, handle.gpu_slots * self.config.running_per_gpu_slot),
+        )
+
+    async def _know(self, version_id: UUID) -> VersionFacts | None:
+        facts = self.versions.get(str(version_id))
+        if facts is None:
+            facts = await self.facts.version(version_id)
+            if facts is not None:
+                self.versions[str(version_id)] = facts
+        return facts
+
+    def _register(self, pool: Pool, facts: VersionFacts) -> None:
+        key = str(facts.version_id)
+        if key not in pool.core.cluster.versions:
+            pool.core.cluster.add_version(facts.for_policy())
+            if key in self.pins:
+                pool.core.pin(key)
+
+    def reconcile(self, pool: Pool, node_id: str) -> None:
+        """Align the core with what the engine reports loaded (via the health poller)."""
+        handle = pool.handle(node_id)
+        if handle is None:
+            return
+        reported = {str(v) for v in map(version_id_of, handle.loaded) if v is not None}
+        reported -= self.runner.recently_unloaded(node_id)
+        for key in reported - pool.core.cluster.versions.keys():
+            if key in self.versions:
+                self._register(pool, self.versions[key])
+        node = pool.core.cluster.nodes[node_id]
+        actions = pool.core.reconcile(node_id, reported, self.clock())
+        ops = self.ops.for_engine(handle)
+        ops.held(handle, [UUID(v) for v in node.host if v not in node.pending])
+        self.runner.apply(pool, node_id, actions)
+        self.dispatch(pool, node_id)
+
+    async def reconcile_all(self) -> None:
+        """One round: sync every pool with rotation, reconcile every engine, learn new names."""
+        for pool in list(self.pools.values()):
+            self.pool(pool.base_model)
+            for node_id in list(pool.nodes):
+                await self._learn(pool, node_id)
+                self.reconcile(pool, node_id)
+
+    async def _learn(self, pool: Pool, node_id: str) -> None:
+        """Read facts of versions an engine holds that this process has not seen (restart)."""
+        handle = pool.handle(node_id)
+        for version_id in filter(None, map(version_id_of, list(handle.loaded if handle else ()))):
+            if str(version_id) not in self.versions:
+                await self._know(version_id)
+
+    # --- operator actions -------------------------------------------------------------------
+
+    async def promote(self, old: UUID, new: UUID) -> None:
+        """Prefetch `new` onto the engines where `old` is loaded (an alias or canary moved)."""
+        facts = await self._know(new)
+        if facts is None:
+            return
+        for pool in self.pools.values():
+            if str(old) not in pool.core.cluster.versions:
+                continue
+            self._register(pool, facts)
+            for action in pool.core.promote(str(old), str(new), self.clock()):
+                self.runner.apply(pool, action.node_id, [action])
+
+    async def pin(self, version_id: UUID) -> bool:
+        """Pin a version (never evicted); False when the tenant's plan allows no more pins.
+
+        Pins live in this process (not the database): they hold until unpinned or restart.
+        """
+        facts = await self._know(version_id)
+        if facts is None:
+            raise NotFound("adapter version not found")
+        plan = self.plans[str(facts.tenant_id)] = await self.facts.plan(facts.tenant_id)
+        key = str(version_id)
+        mine = [v for v in self.pins if self.versions[v].tenant_id == facts.tenant_id]
+        if key not in self.pins and len(mine) >= plan.max_pins:
+            return False
+        self.pins.add(key)
+        for pool in self.pools.values():
+            if key in pool.core.cluster.versions:
+                pool.core.pin(key)
+        return True
+
+    def unpin(self, version_id: UUID) -> None:
+        """Let a version be evicted again."""
+        self.pins.discard(str(version_id))
+        for pool in self.pools.values():
+            pool.core.unpin(str(version_id))
+
+    # --- lifecycle --------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Run the reconcile (and alias watch) loop in the background."""
+        if self._loop is None:
+            self._loop = asyncio.create_task(self._run(), name="live-placement")
+
+    async def stop(self) -> None:
+        """Stop the loop, wait for actions in progress, close agent clients."""
+        if self._loop is not None:
+            self._loop.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._loop
+            self._loop = None
+        await self.runner.drain()
+        await self.ops.aclose()
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.reconcile_every_s)
+            try:
+                await self.reconcile_all()
+                if self.hints is not None:
+                    for old, new in await self.hints.moves():
+                        await self.promote(old, new)
+            except Exception:  # the loop must outlive one bad round
+                log.exception("placement reconcile round failed")
+
+    def snapshot(self) -> dict[str, Any]:
+        """The placement map for the operator API (see control/engines/placement.py)."""
+        return snapshot(self)

@@ -1,0 +1,72 @@
+"""The cluster-wide placement map: each version's tier per engine, slots used, heat."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from loraplex.serving.policy import Tier
+
+if TYPE_CHECKING:
+    from loraplex.serving.live.placement import LivePlacement
+    from loraplex.serving.live.pool import Pool
+
+
+def snapshot(placement: LivePlacement) -> dict[str, Any]:
+    """Engines (slots used, queue) and versions (tier per engine, heat, pin), as plain data."""
+    now = placement.clock()
+    engines: list[dict[str, Any]] = []
+    versions: list[dict[str, Any]] = []
+    for pool in placement.pools.values():
+        engines.extend(_engines(pool))
+        versions.extend(_versions(placement, pool, now))
+    return {
+        "engines": sorted(engines, key=lambda e: str(e["name"])),
+        "versions": sorted(versions, key=lambda v: (-float(v["heat"]), str(v["version_id"]))),
+        "loads": placement.runner.loads,
+        "unloads": placement.runner.unloads,
+    }
+
+
+def _engines(pool: Pool) -> list[dict[str, Any]]:
+    rows = []
+    for node_id, entry in pool.nodes.items():
+        node = pool.core.cluster.nodes[node_id]
+        rows.append(
+            {
+                "engine_id": node_id,
+                "name": entry.handle.name,
+                "base_model": pool.base_model,
+                "max_lora_rank": node.spec.max_lora_rank,
+                "gpu_slots": node.spec.gpu_slots,
+                "gpu_slots_used": node.gpu.num_occupied(),
+                "host_slots": node.spec.host_slots,
+                "host_slots_used": len(node.host),
+                "disk_bytes_used": node.disk.used,
+                "running": node.running,
+                "queued": node.queue.size,
+                "loading": len(node.pending),
+            }
+        )
+    return rows
+
+
+def _versions(placement: LivePlacement, pool: Pool, now: float) -> list[dict[str, Any]]:
+    cluster = pool.core.cluster
+    rows = []
+    for version_id, tiers in cluster.placement_map().items():
+        spec = cluster.versions[version_id]
+        rows.append(
+            {
+                "version_id": version_id,
+                "tenant_id": spec.tenant_id,
+                "rank": spec.rank,
+                "size_bytes": spec.size_bytes,
+                "heat": round(cluster.heat(version_id, now), 4),
+                "pinned": version_id in cluster.pinned,
+                "tiers": tiers,
+                "best": max(
+                    (Tier[t.upper()] for t in tiers.values()), default=Tier.COLD
+                ).name.lower(),
+            }
+        )
+    return rows

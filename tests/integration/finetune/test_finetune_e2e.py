@@ -1,0 +1,165 @@
+"""Fine-tune with the openai SDK, train on a real Celery worker, serve through the gateway."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from openai import OpenAI
+
+from loraplex.dev.corpus import adapter_examples
+from tests.integration.conftest import BASE, Served
+from tests.integration.finetune.conftest import Process, chat_rows, write_jsonl
+
+pytestmark = pytest.mark.engine
+TERMINAL = {"succeeded", "failed", "cancelled"}
+
+
+def _client(served: Served) -> OpenAI:
+    return OpenAI(base_url=f"{served.url}/v1", api_key=served.key, max_retries=0, timeout=120)
+
+
+def _wait(client: OpenAI, job_id: str, statuses: set[str], timeout_s: float = 300) -> object:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        job = client.fine_tuning.jobs.retrieve(job_id)
+        if job.status in statuses:
+            return job
+        time.sleep(0.5)
+    raise AssertionError(f"job {job_id} still {job.status} after {timeout_s}s")
+
+
+def _start(
+    client: OpenAI, tmp_path: Path, seed: int, suffix: str, epochs: int, **hyper: object
+) -> object:
+    pairs = adapter_examples(seed)
+    path = write_jsonl(tmp_path / f"train-{seed}.jsonl", chat_rows(pairs))
+    uploaded = client.files.create(file=path.open("rb"), purpose="fine-tune")
+    return client.fine_tuning.jobs.create(
+        model=BASE,
+        training_file=uploaded.id,
+        suffix=suffix,
+        seed=0,
+        hyperparameters={
+            "n_epochs": epochs,
+            "batch_size": 8,
+            "learning_rate_multiplier": 15,
+            **hyper,
+        },
+    )
+
+
+def test_fine_tuned_model_serves_the_trained_answers(
+    served: Served, worker: Process, tmp_path: Path
+) -> None:
+    client = _client(served)
+    started = time.monotonic()
+    job = _start(client, tmp_path, seed=77, suffix="ft-support", epochs=60)
+    assert job.status == "validating_files" and job.object == "fine_tuning.job"
+    running = _wait(client, job.id, {"running"} | TERMINAL, 120)
+    queued_s = time.monotonic() - started
+    done = _wait(client, job.id, TERMINAL)
+    trained_s = time.monotonic() - started - queued_s
+    assert done.status == "succeeded", done.error
+    assert done.fine_tuned_model == "ft-support@v1" and done.trained_tokens > 0
+    events = client.fine_tuning.jobs.list_events(job.id, limit=100).data
+    metrics = [e for e in events if e.type == "metrics"]
+    assert metrics and {"step", "loss", "learning_rate", "tokens_per_s", "eta_s"} <= set(
+        metrics[0].data
+    )
+    first_token_at = None
+    right, base_right = 0, 0
+    for question, answer in adapter_examples(77):
+        messages = [{"role": "user", "content": question}]
+        reply = client.chat.completions.create(
+            model=done.fine_tuned_model, messages=messages, temperature=0, max_tokens=32
+        )
+        first_token_at = first_token_at or time.monotonic()
+        right += reply.choices[0].message.content == answer
+        base = client.chat.completions.create(
+            model=BASE, messages=messages, temperature=0, max_tokens=32
+        )
+        base_right += base.choices[0].message.content == answer
+    assert right >= 7 and base_right == 0, (right, base_right)
+    print(
+        f"\nphases: queue+validate {queued_s:.1f}s, training+upload {trained_s:.1f}s, "
+        f"steps {metrics[0].data['step']} at {metrics[0].data['tokens_per_s']:.0f} tok/s, "
+        f"first served token {first_token_at - started:.1f}s after job creation, running={running.status}"
+    )
+
+
+def test_cancel_stops_training_within_seconds(
+    served: Served, worker: Process, tmp_path: Path
+) -> None:
+    client = _client(served)
+    job = _start(client, tmp_path, seed=78, suffix="ft-cancel", epochs=1000)
+    _wait(client, job.id, {"running"}, 120)
+    time.sleep(2)
+    asked = time.monotonic()
+    client.fine_tuning.jobs.cancel(job.id)
+    done = _wait(client, job.id, TERMINAL, 60)
+    assert done.status == "cancelled" and time.monotonic() - asked < 15
+
+
+def test_a_killed_worker_does_not_leave_the_job_running(
+    served: Served, worker: Process, tmp_path: Path
+) -> None:
+    client = _client(served)
+    job = _start(client, tmp_path, seed=79, suffix="ft-killed", epochs=90, checkpoint_every=20)
+    deadline = time.monotonic() + 180
+    while not client.fine_tuning.jobs.checkpoints.list(job.id).data:
+        assert time.monotonic() < deadline, "no checkpoint was written"
+        time.sleep(0.5)
+    worker.kill()
+    worker.start()  # a new worker; beat notices the silent job and requeues it from its checkpoint
+    done = _wait(client, job.id, TERMINAL, 300)
+    messages = [e.message for e in client.fine_tuning.jobs.list_events(job.id, limit=100).data]
+    assert done.status in {"succeeded", "failed"}
+    assert done.status == "succeeded" or done.error, done
+    assert any("requeued from checkpoint step" in m for m in messages), messages
+
+
+def test_dpo_job_moves_the_preference_margin(
+    served: Served, worker: Process, tmp_path: Path
+) -> None:
+    from loraplex.workers.trainer.margins import preference_margins
+
+    rows = [
+        {
+            "input": {"messages": [{"role": "user", "content": q}]},
+            "preferred_output": [{"role": "assistant", "content": a}],
+            "non_preferred_output": [{"role": "assistant", "content": "I do not know."}],
+        }
+        for q, a in adapter_examples(80)[:4]
+    ]
+    client = _client(served)
+    path = write_jsonl(tmp_path / "prefs.jsonl", rows)
+    uploaded = client.files.create(file=path.open("rb"), purpose="fine-tune")
+    job = client.fine_tuning.jobs.create(
+        model=BASE,
+        training_file=uploaded.id,
+        suffix="ft-dpo",
+        seed=0,
+        method={
+            "type": "dpo",
+            "dpo": {
+                "hyperparameters": {"n_epochs": 10, "batch_size": 4, "learning_rate_multiplier": 15}
+            },
+        },
+    )
+    done = _wait(client, job.id, TERMINAL)
+    assert done.status == "succeeded", done.error
+    adapter, number = done.fine_tuned_model.split("@v")
+    files = httpx.get(
+        f"{served.url}/api/v1/tenants/{served.tenant_id}/adapters/{adapter}/versions/{number}/download",
+        headers=served.headers(),
+    ).json()["files"]
+    folder = tmp_path / "dpo-adapter"
+    folder.mkdir()
+    for f in files:
+        (folder / f["name"]).write_bytes(httpx.get(f["url"]).content)
+    before = preference_margins(served.engine.model_dir, None, rows)
+    after = preference_margins(served.engine.model_dir, folder, rows)
+    assert sum(after) > sum(before)

@@ -1,0 +1,87 @@
+"""The node agent: load, list and unload through its HTTP API, and the gateway's use of it."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import httpx
+import pytest
+from litestar.testing import AsyncTestClient
+
+from loraplex.serving.agent_app import create_agent_app
+from loraplex.serving.live import AgentOps, LiveConfig, LivePlacement, LocalOps, OpsRouter
+from loraplex.serving.registry import EngineHandle
+from tests.support.fake_driver import FakeDriver
+from tests.support.live_cluster import BASE, Cluster, name_of
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Cluster:
+    """Versions in a store; the agent's node has its own cache over the same store."""
+    return Cluster(tmp_path)
+
+
+@pytest.fixture
+def node_engine() -> EngineHandle:
+    """The engine beside the agent."""
+    driver = FakeDriver(url="http://node-engine")
+    return EngineHandle("n1", "n1", driver.url, "vllm", BASE, 64, 1, 2, driver, healthy=True)
+
+
+@pytest.fixture
+async def agent(
+    cluster: Cluster, node_engine: EngineHandle, tmp_path: Path
+) -> AsyncIterator[AsyncTestClient]:
+    """The agent app, in-process, with a disk cache of its own."""
+    from loraplex.serving.disk_cache import DiskCache
+
+    cache = DiskCache(tmp_path / "node-cache", 10**9, cluster.store)
+    app = create_agent_app(node_engine, LocalOps(cache))
+    async with AsyncTestClient(app, base_url="http://agent.local") as client:
+        yield client
+
+
+async def test_agent_loads_lists_and_unloads_on_its_engine(
+    cluster: Cluster, agent: AsyncTestClient
+) -> None:
+    version = cluster.version()
+    body = {
+        "version_id": str(version.version_id),
+        "storage_key": version.storage_key,
+        "files": dict(version.files),
+    }
+    loaded = await agent.post("/load", json=body)
+    assert loaded.status_code == 200
+    assert loaded.json() == {"name": name_of(version), "tier": "cold"}
+    assert (await agent.get("/adapters")).json()["adapters"] == [name_of(version)]
+    assert (await agent.post("/unload", json={"name": name_of(version)})).status_code == 200
+    assert (await agent.get("/adapters")).json()["adapters"] == []
+
+
+async def test_agent_refuses_a_name_loraplex_did_not_make(agent: AsyncTestClient) -> None:
+    response = await agent.post("/unload", json={"name": "../../etc"})
+    assert response.status_code == 400
+
+
+async def test_gateway_loads_through_the_agent_of_an_engine_with_agent_url(
+    cluster: Cluster, agent: AsyncTestClient, node_engine: EngineHandle
+) -> None:
+    remote = FakeDriver(url="http://node-engine")  # the gateway's own driver to that engine
+    handle = EngineHandle("n1", "n1", remote.url, "vllm", BASE, 64, 1, 2, remote, healthy=True)
+    handle.agent_url = "http://agent.local"
+    cluster.registry.add(handle)
+    transport = httpx.ASGITransport(app=agent.app)  # type: ignore[arg-type]
+
+    def via_test_app(url: str) -> AgentOps:
+        return AgentOps(url, http=httpx.AsyncClient(base_url=url, transport=transport))
+
+    ops = OpsRouter(LocalOps(cluster.cache), agent=via_test_app)
+    placement = LivePlacement(cluster.registry, ops, cluster.facts, LiveConfig())
+    version = cluster.version()
+    seat = await placement.acquire(BASE, version.version_id)
+    assert seat is not None and seat.engine is handle
+    assert name_of(version) in node_engine.driver.adapters  # type: ignore[attr-defined]
+    assert name_of(version) not in remote.adapters  # nothing was loaded by the gateway itself
+    seat.release()
+    await placement.stop()

@@ -1,0 +1,194 @@
+"""LivePlacement over fake engines: loads, evictions, pins, queue bound, refusals, reconcile."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from pathlib import Path
+
+import pytest
+
+from loraplex.serving.live import ColdLoadLimited, LiveConfig, PlacementDeferred
+from loraplex.serving.policy import PolicyConfig, TenantPlan, Tier
+from tests.support.live_cluster import BASE, Cluster, loaded, name_of, settle
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Cluster:
+    """A cluster with LRU eviction, so the expected victim is easy to name."""
+    return Cluster(tmp_path, LiveConfig(policy=PolicyConfig(eviction="lru")))
+
+
+async def test_a_request_loads_its_adapter_from_the_store(cluster: Cluster) -> None:
+    engine = cluster.engine()
+    version = cluster.version()
+    seat = await cluster.placement.acquire(BASE, version.version_id)
+    assert seat is not None and seat.engine is engine
+    assert seat.tier is Tier.COLD
+    assert loaded(engine) == {name_of(version)}
+    seat.release()
+
+
+async def test_engine_never_holds_more_adapters_than_its_host_slots(cluster: Cluster) -> None:
+    engine = cluster.engine(host_slots=2)
+    versions = [cluster.version() for _ in range(5)]
+    for version in versions * 2:
+        await cluster.serve(version)
+        assert len(loaded(engine)) <= 2
+    assert cluster.placement.runner.unloads >= 8
+
+
+async def test_the_least_recently_used_adapter_is_unloaded_under_lru(cluster: Cluster) -> None:
+    engine = cluster.engine(host_slots=2)
+    a, b, c = (cluster.version() for _ in range(3))
+    for version in (a, b, a, c):
+        await cluster.serve(version)
+    assert loaded(engine) == {name_of(a), name_of(c)}
+
+
+async def test_a_pinned_adapter_stays_loaded(cluster: Cluster) -> None:
+    engine = cluster.engine(host_slots=2)
+    pinned, *others = (cluster.version() for _ in range(4))
+    assert await cluster.placement.pin(pinned.version_id)
+    await cluster.serve(pinned)
+    for version in others * 2:
+        await cluster.serve(version)
+        assert name_of(pinned) in loaded(engine)
+
+
+async def test_pins_beyond_the_plan_are_refused(cluster: Cluster) -> None:
+    tenant = uuid.uuid4()
+    cluster.facts.plans[tenant] = TenantPlan(max_pins=1)
+    first, second = cluster.version(tenant), cluster.version(tenant)
+    assert await cluster.placement.pin(first.version_id)
+    assert not await cluster.placement.pin(second.version_id)
+
+
+async def test_an_adapter_with_a_request_in_flight_is_not_unloaded(cluster: Cluster) -> None:
+    engine = cluster.engine(gpu_slots=2, host_slots=2)
+    busy, *others = (cluster.version() for _ in range(4))
+    seat = await cluster.placement.acquire(BASE, busy.version_id)
+    assert seat is not None
+    for version in others:
+        await cluster.serve(version)
+        assert name_of(busy) in loaded(engine)
+    seat.release()
+
+
+async def test_requests_beyond_the_engine_queue_bound_wait_for_a_release(tmp_path: Path) -> None:
+    cluster = Cluster(tmp_path, LiveConfig(running_per_gpu_slot=2))
+    cluster.engine(gpu_slots=1)
+    version = cluster.version()
+    first = await cluster.placement.acquire(BASE, version.version_id)
+    second = await cluster.placement.acquire(BASE, version.version_id)
+    third = asyncio.create_task(cluster.placement.acquire(BASE, version.version_id))
+    await settle(cluster.placement)
+    assert first is not None and second is not None and not third.done()
+    first.release()
+    seat = await third
+    assert seat is not None
+
+
+async def test_a_caller_that_gives_up_while_queued_leaks_no_room(tmp_path: Path) -> None:
+    cluster = Cluster(tmp_path, LiveConfig(running_per_gpu_slot=1))
+    cluster.engine(gpu_slots=1)
+    version = cluster.version()
+    first = await cluster.placement.acquire(BASE, version.version_id)
+    waiting = asyncio.create_task(cluster.placement.acquire(BASE, version.version_id))
+    await settle(cluster.placement)
+    waiting.cancel()
+    await asyncio.gather(waiting, return_exceptions=True)
+    assert first is not None
+    first.release()
+    again = await cluster.placement.acquire(BASE, version.version_id)
+    assert again is not None
+
+
+async def test_a_tenant_over_its_cold_load_budget_gets_429(tmp_path: Path) -> None:
+    policy = PolicyConfig(cold_load_burst=1, max_defer_s=0.0)
+    cluster = Cluster(tmp_path, LiveConfig(policy=policy))
+    cluster.engine(host_slots=4)
+    tenant = uuid.uuid4()
+    cluster.facts.plans[tenant] = TenantPlan(cold_loads_per_minute=1)
+    first, second, third = (cluster.version(tenant) for _ in range(3))
+    await cluster.serve(first)
+    await cluster.serve(second)
+    with pytest.raises(ColdLoadLimited) as refused:
+        await cluster.placement.acquire(BASE, third.version_id)
+    assert refused.value.status_code == 429
+    assert int(refused.value.headers["Retry-After"]) > 0
+
+
+async def test_a_cold_load_deferred_past_the_queue_timeout_gets_503(tmp_path: Path) -> None:
+    policy = PolicyConfig(cold_load_burst=1, max_defer_s=600.0)
+    cluster = Cluster(tmp_path, LiveConfig(policy=policy, queue_timeout_s=5.0))
+    cluster.engine(host_slots=4)
+    tenant = uuid.uuid4()
+    cluster.facts.plans[tenant] = TenantPlan(cold_loads_per_minute=1)
+    first, second, third = (cluster.version(tenant) for _ in range(3))
+    await cluster.serve(first)
+    await cluster.serve(second)
+    with pytest.raises(PlacementDeferred) as refused:
+        await cluster.placement.acquire(BASE, third.version_id)
+    assert refused.value.status_code == 503
+    assert "Retry-After" in refused.value.headers
+
+
+async def test_an_engine_restart_makes_the_next_request_reload(cluster: Cluster) -> None:
+    engine = cluster.engine()
+    version = cluster.version()
+    await cluster.serve(version)
+    engine.driver.restart()  # type: ignore[attr-defined]
+    engine.loaded = set()  # what the health poller reads back from a restarted engine
+    await cluster.placement.reconcile_all()
+    seat = await cluster.placement.acquire(BASE, version.version_id)
+    assert seat is not None and seat.tier < Tier.LOADED
+    assert name_of(version) in loaded(engine)
+    seat.release()
+
+
+async def test_an_adapter_the_engine_reloaded_by_itself_counts_as_loaded(cluster: Cluster) -> None:
+    engine = cluster.engine()
+    version = cluster.version()
+    await cluster.serve(version)
+    engine.loaded.discard(name_of(version))  # the engine's own LRU dropped it ...
+    await cluster.placement.reconcile_all()
+    engine.loaded.add(name_of(version))  # ... and re-read it on a request (SGLang)
+    await cluster.placement.reconcile_all()
+    seat = await cluster.placement.acquire(BASE, version.version_id)
+    assert seat is not None and seat.tier >= Tier.LOADED
+    seat.release()
+
+
+async def test_promoting_a_version_prefetches_it_where_the_old_one_is(cluster: Cluster) -> None:
+    engine = cluster.engine(host_slots=3)
+    old, new = cluster.version(), cluster.version()
+    await cluster.serve(old)
+    await cluster.placement.promote(old.version_id, new.version_id)
+    await settle(cluster.placement)
+    assert name_of(new) in loaded(engine)
+
+
+async def test_a_failed_load_reaches_the_caller(cluster: Cluster) -> None:
+    cluster.engine()
+    broken = cluster.version()
+    cluster.store.delete_prefix(broken.storage_key)
+    with pytest.raises(Exception):  # noqa: B017 - whatever the store raises for a missing file
+        await cluster.placement.acquire(BASE, broken.version_id)
+    await cluster.serve(cluster.version())  # and the engine still serves others
+
+
+async def test_the_placement_map_shows_tiers_slots_and_heat(cluster: Cluster) -> None:
+    engine = cluster.engine(host_slots=2)
+    version = cluster.version()
+    await cluster.serve(version)
+    snapshot = cluster.placement.snapshot()
+    [row] = snapshot["engines"]
+    assert row["engine_id"] == engine.id and row["host_slots_used"] == 1
+    [entry] = snapshot["versions"]
+    assert entry["tiers"][engine.id] in {"loaded", "active"} and entry["heat"] > 0
+
+
+async def test_no_engine_for_the_rank_means_no_seat(cluster: Cluster) -> None:
+    cluster.engine()
+    assert await cluster.placement.acquire(BASE, cluster.version(rank=128).version_id) is None
