@@ -21,6 +21,8 @@ from loraplex.adapters.errors import StoreError
 from loraplex.api.deps import open_object_store
 from loraplex.auth.authenticator import KeyAuthenticator
 from loraplex.finetune.queue import JobQueue
+from loraplex.gateway.admission import Admission, AdmissionController
+from loraplex.gateway.gate import AdmissionGate
 from loraplex.gateway.limits import TenantLimits
 from loraplex.gateway.pump import StreamLimits
 from loraplex.gateway.resolve import ModelResolver
@@ -96,11 +98,23 @@ async def running(state: Any, settings: Settings, db: SQLAlchemyAsyncConfig) -> 
     state.usage = UsageRecorder(SqlUsageWriter(sessions))
     state.tenant_limits = TenantLimits(sessions)
     state.placement = live_placement(state, settings, sessions)
+    router = EngineRouter(state.registry, state.disk_cache, state.placement)
+    state.admission = None
+    if settings.redis_url:
+        state.admission = Admission(
+            settings.redis_url,
+            lease_s=settings.concurrency_lease_s,
+            fail_mode=settings.ratelimit_fail_mode,  # type: ignore[arg-type]
+            overload=AdmissionController(budget_s=settings.admission_ttft_budget_s),
+        )
+    gate = AdmissionGate(
+        state.admission,
+        state.admission.overload if state.admission else None,
+        router,
+        settings.admission_parallelism,
+    )
     state.gateway = Gateway(
-        ModelResolver(sessions),
-        EngineRouter(state.registry, state.disk_cache, state.placement),
-        state.usage,
-        stream_limits(settings),
+        ModelResolver(sessions), router, state.usage, stream_limits(settings), gate=gate
     )
     if state.redis is not None:
         state.gateway.resumable = ResumableStreams(
@@ -118,5 +132,7 @@ async def running(state: Any, settings: Settings, db: SQLAlchemyAsyncConfig) -> 
         await state.usage.stop()
         with contextlib.suppress(asyncio.CancelledError):
             await usage_task
+        if state.admission is not None:
+            await state.admission.aclose()
         if state.redis is not None:
             await state.redis.aclose()

@@ -82,6 +82,14 @@ class Settings:
     total_timeout_s: float = 600.0
     resume_window_s: float = 30.0
 
+    # Admission (see loraplex.gateway.admission).
+    ratelimit_fail_mode: str = "closed"  # Redis unreachable: "closed" answers 503, "open" admits
+    admission_ttft_budget_s: float = (
+        2.0  # shed priority 0 past 1x this estimate, 1 past 2x, 2 past 4x
+    )
+    admission_parallelism: int = 8  # requests an engine serves at once at full speed
+    concurrency_lease_s: float = 15.0  # a crashed API process frees its slots within this
+
     # Fine-tuning workers.
     job_heartbeat_timeout_s: float = 60.0  # a running job silent this long lost its worker
     job_reap_interval_s: float = 15.0

@@ -14,6 +14,7 @@ from loraplex.auth import access
 from loraplex.auth.principal import Principal, Scope
 from loraplex.db.models import Adapter, AdapterAlias, AdapterVersion, BaseModel, VersionStatus
 from loraplex.errors import Forbidden, InvalidInput, NotFound
+from loraplex.gateway.gate import headers_of
 from loraplex.gateway.schemas import Kind, decode_body
 from loraplex.gateway.service import Gateway
 
@@ -122,9 +123,14 @@ async def _run(request: Request[Any, Any, Any], principal: Principal, kind: Kind
     body = decode_body(await request.body(), kind)
     limits = await request.app.state.tenant_limits.get(tenant_id)
     call = await gateway.prepare(tenant_id, body, limits)
+    headers = headers_of(call.ticket)
     if not call.stream:
-        return Response(await gateway.complete(call))
-    return Stream(await gateway.stream(call), media_type="text/event-stream", headers=SSE_HEADERS)
+        return Response(await gateway.complete(call), headers=headers)
+    return Stream(
+        await gateway.stream(call),
+        media_type="text/event-stream",
+        headers={**SSE_HEADERS, **headers},
+    )
 
 
 async def _resume(

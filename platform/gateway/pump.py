@@ -58,6 +58,7 @@ class Job:
     limits: StreamLimits
     started_at: float
     engine_name: str = ""
+    engine_id: str | None = None
     attempts: int = 0
 
 
@@ -129,7 +130,7 @@ async def _first_token(
         except BaseException:
             await live.close(abort=True)
             raise
-        job.engine_name = prepared.engine.name
+        job.engine_name, job.engine_id = prepared.engine.name, prepared.engine.id
         buffer.first_token_at = clock()
         if _feed(buffer, chunk, live):
             await live.close(abort=False)

@@ -17,7 +17,9 @@ from uuid import UUID
 
 from loraplex.errors import InvalidInput, LoraplexError
 from loraplex.gateway import observe
+from loraplex.gateway.admission import Ticket
 from loraplex.gateway.buffer import StreamBuffer
+from loraplex.gateway.gate import AdmissionGate
 from loraplex.gateway.pump import Job, StreamLimits, pump
 from loraplex.gateway.relay import encode_events, until_disconnect
 from loraplex.gateway.resolve import ModelResolver, Target
@@ -56,6 +58,8 @@ class Call:
     include_usage: bool
     prompt_tokens_estimate: int | None
     resumable: bool = False
+    request_id: str = ""
+    ticket: Ticket | None = None  # admission: leases and the rate-limit headers
 
 
 class Gateway:
@@ -68,8 +72,10 @@ class Gateway:
         usage: Any | None,
         limits: StreamLimits,
         labeler: TenantLabeler | None = None,
+        gate: AdmissionGate | None = None,
     ):
         self.resolver, self.router, self.usage, self.limits = resolver, router, usage, limits
+        self.gate = gate or AdmissionGate(None, None, router, parallelism=1)
         self.labeler = labeler or TenantLabeler()
         self.resumable: ResumableStreams | None = None  # set when Redis is configured
         self._writers: set[asyncio.Task[None]] = set()
@@ -111,7 +117,7 @@ class Gateway:
             stream=True,
             include_usage=True,
         )
-        return Call(
+        call = Call(
             tenant_id,
             target,
             request,
@@ -120,13 +126,24 @@ class Gateway:
             bool(options and options.include_usage),
             prompt_tokens,
             bool(options and options.resumable),
+            request_id=uuid.uuid4().hex[:24],
         )
+        call.ticket = await self.gate.admit(
+            tenant_id,
+            tenant_limits,
+            call.request_id,
+            stream=body.stream,
+            target=target,
+            prompt_tokens=prompt_tokens or 0,
+            max_tokens=max_tokens,
+        )
+        return call
 
     def start(self, call: Call) -> tuple[Job, StreamBuffer, asyncio.Task[None]]:
         """Start the engine pump for a prepared call."""
         prefix = "chatcmpl-" if call.kind == "chat" else "cmpl-"
         job = Job(
-            prefix + uuid.uuid4().hex[:24], call.target, call.request, self.limits, time.monotonic()
+            prefix + call.request_id, call.target, call.request, self.limits, time.monotonic()
         )
         buffer = StreamBuffer(max_bytes=self.limits.buffer_bytes)
         task = asyncio.create_task(self._run(job, buffer, call))
@@ -134,8 +151,20 @@ class Gateway:
 
     async def _run(self, job: Job, buffer: StreamBuffer, call: Call) -> None:
         try:
-            await pump(job, buffer, self.router)
+            async with self.gate.hold(call.ticket):
+                try:
+                    await pump(job, buffer, self.router)
+                finally:
+                    if call.ticket is not None:
+                        call.ticket.actual_tokens = buffer.prompt_tokens + buffer.completion_tokens
         finally:
+            first = buffer.first_token_at
+            self.gate.observe(
+                job.engine_id,
+                time.monotonic() - job.started_at,
+                buffer.prompt_tokens,
+                first - job.started_at if first else None,
+            )
             observe.record(job, buffer, self.labeler(call.tenant_id), time.monotonic())
             if self.usage is not None:
                 self.usage.record(
