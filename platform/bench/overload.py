@@ -1,0 +1,240 @@
+"""`loraplex bench overload`: goodput and admitted TTFT under 0.5x-4x of measured capacity,
+with admission control on and off, plus a noisy-neighbour run — all in one run.
+
+Capacity is measured first (closed loop at the engine's best concurrency), then an open-loop
+Poisson load at each multiple is offered to two API processes on the same engine: one sheds
+by its TTFT estimate (admission on), one admits everything (admission off).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import secrets
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import click
+import httpx
+
+from loraplex.bench.api import _operator_key
+from loraplex.bench.gateway import _setup
+from loraplex.bench.server import api_process
+from loraplex.serving.engines.launcher import EngineConfig, start_engine
+from loraplex.settings import Settings
+
+PROMPT = [{"role": "user", "content": "Once upon a time"}]
+
+
+@dataclass
+class Outcome:
+    """What a batch of requests saw."""
+
+    seconds: float
+    ttfts: list[float] = field(default_factory=list)
+    refused: dict[int, int] = field(default_factory=dict)
+    failed: int = 0
+
+    def p(self, q: float) -> float:
+        """TTFT quantile of completed requests, in ms."""
+        if not self.ttfts:
+            return float("nan")
+        ordered = sorted(self.ttfts)
+        return 1000 * ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+    @property
+    def goodput(self) -> float:
+        """Completed requests per second."""
+        return len(self.ttfts) / self.seconds
+
+
+async def _request(
+    client: httpx.AsyncClient, url: str, key: str, max_tokens: int, out: Outcome
+) -> None:
+    body = {
+        "model": "loraplex-tiny",
+        "messages": PROMPT,
+        "max_tokens": max_tokens,
+        "temperature": 0,
+        "stream": True,
+    }
+    started = time.perf_counter()
+    try:
+        async with client.stream(
+            "POST",
+            f"{url}/v1/chat/completions",
+            json=body,
+            headers={"Authorization": f"Bearer {key}"},
+        ) as response:
+            if response.status_code != 200:
+                out.refused[response.status_code] = out.refused.get(response.status_code, 0) + 1
+                return
+            ttft = None
+            async for line in response.aiter_lines():
+                if ttft is None and '"content":"' in line and '"content":""' not in line:
+                    ttft = time.perf_counter() - started
+                if '"error"' in line:
+                    out.failed += 1
+                    return
+            out.ttfts.append(ttft if ttft is not None else time.perf_counter() - started)
+    except httpx.HTTPError:
+        out.failed += 1
+
+
+async def open_loop(
+    url: str, key: str, rate: float, seconds: float, max_tokens: int, seed: int = 0
+) -> Outcome:
+    """Poisson arrivals at `rate`/s for `seconds`; waits for every request to end."""
+    rng = random.Random(seed)
+    out = Outcome(seconds)
+    async with httpx.AsyncClient(timeout=300, limits=httpx.Limits(max_connections=1000)) as client:
+        tasks, started = [], time.perf_counter()
+        next_at = 0.0
+        while next_at < seconds:
+            await asyncio.sleep(max(0.0, started + next_at - time.perf_counter()))
+            tasks.append(asyncio.create_task(_request(client, url, key, max_tokens, out)))
+            next_at += rng.expovariate(rate)
+        await asyncio.gather(*tasks)
+        out.seconds = time.perf_counter() - started  # until the last request ended
+    return out
+
+
+async def closed_loop(url: str, key: str, streams: int, seconds: float, max_tokens: int) -> Outcome:
+    """`streams` clients back to back for `seconds`: the throughput the engine sustains."""
+    out = Outcome(seconds)
+    deadline = time.perf_counter() + seconds
+    async with httpx.AsyncClient(
+        timeout=300, limits=httpx.Limits(max_connections=streams + 4)
+    ) as client:
+
+        async def worker() -> None:
+            while time.perf_counter() < deadline:
+                await _request(client, url, key, max_tokens, out)
+
+        await asyncio.gather(*(worker() for _ in range(streams)))
+    return out
+
+
+@click.command("overload")
+@click.option("--seconds", default=12.0, show_default=True, help="per load level")
+@click.option("--max-tokens", default=32, show_default=True)
+@click.option(
+    "--json", "json_path", type=click.Path(path_type=Path), default=Path("var/bench/overload.json")
+)
+@click.pass_obj
+def bench_overload(settings: Settings, seconds: float, max_tokens: int, json_path: Path) -> None:
+    """Goodput and admitted p99 TTFT at 0.5x, 1x, 2x, 4x capacity, admission on vs off."""
+    engine = EngineConfig()
+    info = start_engine(engine, say=lambda line: click.echo(f"[engine] {line}", err=True))
+    operator = asyncio.run(_operator_key(settings))
+    with api_process(replace(settings, admission_ttft_budget_s=1e9).to_env()) as (off_url, _):
+        key = _setup(off_url, operator, engine, info.served_model)
+        unloaded = asyncio.run(closed_loop(off_url, key, 1, seconds, max_tokens))
+        capacity = asyncio.run(closed_loop(off_url, key, 16, seconds, max_tokens))
+        budget = 2 * unloaded.p(0.99) / 1000
+        rows = [
+            {"level": "unloaded", "goodput": unloaded.goodput, "p99_ms": unloaded.p(0.99)},
+            {"level": "capacity", "goodput": capacity.goodput, "p99_ms": capacity.p(0.99)},
+        ]
+        click.echo(
+            f"capacity {capacity.goodput:.2f} req/s; unloaded TTFT p99 {unloaded.p(0.99):.0f} ms; "
+            f"shedding budget {budget * 1000:.0f} ms",
+            err=True,
+        )
+        with api_process(replace(settings, admission_ttft_budget_s=budget / 2).to_env()) as (
+            on_url,
+            _,
+        ):
+            for factor in (0.5, 1.0, 2.0, 4.0):
+                for mode, url in (("off", off_url), ("on", on_url)):
+                    out = asyncio.run(
+                        open_loop(url, key, factor * capacity.goodput, seconds, max_tokens)
+                    )
+                    rows.append(
+                        {
+                            "level": f"{factor}x",
+                            "admission": mode,
+                            "offered": factor * capacity.goodput,
+                            "goodput": out.goodput,
+                            "goodput_vs_capacity": out.goodput / capacity.goodput,
+                            "p99_ms": out.p(0.99),
+                            "p99_vs_unloaded": out.p(0.99) / unloaded.p(0.99),
+                            "refused": out.refused,
+                            "failed": out.failed,
+                        }
+                    )
+            rows.extend(_noisy_neighbour(on_url, operator, seconds, max_tokens, capacity.goodput))
+    _print(rows)
+    json_path.parent.mkdir(parents=True, exist_ok=True)
+    json_path.write_text(json.dumps(rows, indent=2))
+
+
+def _tenant_key(url: str, operator: str, **limits: int) -> str:
+    ops = {"Authorization": f"Bearer {operator}"}
+    slug = f"nn-{secrets.token_hex(3)}"
+    tenant = httpx.post(
+        f"{url}/api/v1/tenants", json={"slug": slug, "name": slug, "plan": "pro"}, headers=ops
+    ).json()
+    httpx.put(f"{url}/api/v1/tenants/{tenant['id']}/quota", json={"overrides": limits}, headers=ops)
+    return httpx.post(
+        f"{url}/api/v1/tenants/{tenant['id']}/api-keys",
+        json={"name": "b", "scopes": ["inference"]},
+        headers=ops,
+    ).json()["key"]
+
+
+def _noisy_neighbour(
+    url: str, operator: str, seconds: float, max_tokens: int, capacity: float
+) -> list[dict]:
+    quota_rpm = max(6, int(capacity * 60 * 0.25))  # A may use a quarter of the engine
+    a_key = _tenant_key(url, operator, requests_per_minute=quota_rpm)
+    b_key = _tenant_key(url, operator)
+    b_rate = capacity * 0.25
+    alone = asyncio.run(open_loop(url, b_key, b_rate, seconds, max_tokens, seed=1))
+
+    async def both() -> tuple[Outcome, Outcome]:
+        return await asyncio.gather(
+            open_loop(url, a_key, 5 * quota_rpm / 60, seconds, max_tokens, seed=2),
+            open_loop(url, b_key, b_rate, seconds, max_tokens, seed=1),
+        )
+
+    noisy_a, with_a = asyncio.run(both())
+    return [
+        {
+            "level": "noisy-neighbour",
+            "tenant": "B alone",
+            "p99_ms": alone.p(0.99),
+            "goodput": alone.goodput,
+        },
+        {
+            "level": "noisy-neighbour",
+            "tenant": "A (5x quota)",
+            "goodput": noisy_a.goodput,
+            "refused": noisy_a.refused,
+            "p99_ms": noisy_a.p(0.99),
+        },
+        {
+            "level": "noisy-neighbour",
+            "tenant": "B with A",
+            "p99_ms": with_a.p(0.99),
+            "goodput": with_a.goodput,
+            "refused": with_a.refused,
+            "p99_vs_alone": with_a.p(0.99) / alone.p(0.99),
+        },
+    ]
+
+
+def _print(rows: list[dict]) -> None:
+    click.echo(
+        f"{'load':>16} {'admission':>9} {'offered/s':>9} {'goodput/s':>9} {'vs cap':>6} "
+        f"{'p99 TTFT ms':>11} {'vs unloaded':>11} refused"
+    )
+    for r in rows:
+        click.echo(
+            f"{r['level'] + (' ' + r['tenant'] if 'tenant' in r else ''):>16} {r.get('admission', ''):>9} "
+            f"{r.get('offered', float('nan')):9.2f} {r['goodput']:9.2f} "
+            f"{r.get('goodput_vs_capacity', float('nan')):6.2f} {r['p99_ms']:11.0f} "
+            f"{r.get('p99_vs_unloaded', r.get('p99_vs_alone', float('nan'))):11.2f} {r.get('refused', '')}"
+        )
