@@ -67,6 +67,9 @@ def listening_socket(host: str, port: int, sndbuf: int) -> socket.socket:
     """A bound, listening socket; accepted connections inherit its send buffer size."""
     sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    # uvicorn sets TCP_NODELAY only on sockets it binds itself; accepted sockets inherit it
+    # from this one. Without it Nagle's algorithm adds ~40 ms to small streamed writes.
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     if sndbuf:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, sndbuf)
     sock.bind((host, port))
