@@ -21,6 +21,7 @@ FEATURE_COMMANDS = [
     ("loraplex.bench.cli", "bench"),
     ("loraplex.workers.cli", "worker"),
     ("loraplex.workers.cli", "beat"),
+    ("loraplex.serving.agent_cli", "agent"),
     ("loraplex.dev.cli", "dev"),
     ("loraplex.serving.engines.cli", "engine"),
     ("loraplex.serving.simulator.cli", "simulate"),
