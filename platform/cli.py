@@ -58,6 +58,9 @@ def api(
         "loraplex.app:create_app",
         factory=True,
         fd=sock.fileno(),
+        # Longer than clients' idle pools (httpx 5 s, the openai SDK's): a server that drops an
+        # idle keep-alive connection first makes the client's next request fail with ReadError.
+        timeout_keep_alive=settings.keep_alive_s,
         workers=workers or settings.workers,
         log_level="warning",
         access_log=False,

@@ -104,7 +104,8 @@ async def running(state: Any, settings: Settings, db: SQLAlchemyAsyncConfig) -> 
         state.admission = Admission(
             settings.redis_url,
             lease_s=settings.concurrency_lease_s,
-            fail_mode=settings.ratelimit_fail_mode,  # type: ignore[arg-type]
+            fail_mode=settings.ratelimit_fail_mode,
+            timeout_s=settings.ratelimit_redis_timeout_s,  # type: ignore[arg-type]
             overload=AdmissionController(budget_s=settings.admission_ttft_budget_s),
         )
     gate = AdmissionGate(

@@ -52,6 +52,7 @@ class Settings:
     host: str = "127.0.0.1"
     port: int = 8000
     workers: int = 1
+    keep_alive_s: int = 75
     debug: bool = False
     # Kernel send buffer per client connection. Bounds the memory a slow reader can pin and
     # makes backpressure reach the stream buffer (and `slow_client`) sooner; 0 = OS default.
@@ -89,6 +90,9 @@ class Settings:
     )
     admission_parallelism: int = 8  # requests an engine serves at once at full speed
     concurrency_lease_s: float = 15.0  # a crashed API process frees its slots within this
+    # How long an admission decision may wait for Redis before `ratelimit_fail_mode` applies.
+    # 0.1 s was too tight on a busy 2-core host (spurious 503s at 64 streams).
+    ratelimit_redis_timeout_s: float = 0.5
 
     # Fine-tuning workers.
     job_heartbeat_timeout_s: float = 60.0  # a running job silent this long lost its worker

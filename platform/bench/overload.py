@@ -89,7 +89,9 @@ async def open_loop(
     """Poisson arrivals at `rate`/s for `seconds`; waits for every request to end."""
     rng = random.Random(seed)
     out = Outcome(seconds)
-    async with httpx.AsyncClient(timeout=300, limits=httpx.Limits(max_connections=1000)) as client:
+    async with httpx.AsyncClient(
+        timeout=300, limits=httpx.Limits(max_connections=1000, keepalive_expiry=2.0)
+    ) as client:
         tasks, started = [], time.perf_counter()
         next_at = 0.0
         while next_at < seconds:
@@ -106,7 +108,7 @@ async def closed_loop(url: str, key: str, streams: int, seconds: float, max_toke
     out = Outcome(seconds)
     deadline = time.perf_counter() + seconds
     async with httpx.AsyncClient(
-        timeout=300, limits=httpx.Limits(max_connections=streams + 4)
+        timeout=300, limits=httpx.Limits(max_connections=streams + 4, keepalive_expiry=2.0)
     ) as client:
 
         async def worker() -> None:

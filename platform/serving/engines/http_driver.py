@@ -53,7 +53,12 @@ def make_client(url: str, timeouts: DriverTimeouts, max_streams: int = 256) -> h
     return httpx.AsyncClient(
         base_url=url,
         timeout=httpx.Timeout(timeouts.read, connect=timeouts.connect, pool=timeouts.connect),
-        limits=httpx.Limits(max_connections=max_streams, max_keepalive_connections=64),
+        # Idle connections are dropped before the engine's own keep-alive timeout (uvicorn's
+        # default, used by vLLM and SGLang, is 5 s): reusing one the engine just closed fails
+        # the request with ReadError, which would look like a dead engine.
+        limits=httpx.Limits(
+            max_connections=max_streams, max_keepalive_connections=64, keepalive_expiry=2.0
+        ),
     )
 
 
