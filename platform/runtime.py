@@ -113,6 +113,7 @@ async def running(state: Any, settings: Settings, db: SQLAlchemyAsyncConfig) -> 
         state.admission.overload if state.admission else None,
         router,
         settings.admission_parallelism,
+        settings.engine_max_in_flight,
     )
     state.gateway = Gateway(
         ModelResolver(sessions), router, state.usage, stream_limits(settings), gate=gate

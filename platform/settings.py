@@ -89,6 +89,9 @@ class Settings:
         2.0  # shed priority 0 past 1x this estimate, 1 past 2x, 2 past 4x
     )
     admission_parallelism: int = 8  # requests an engine serves at once at full speed
+    # Requests in flight per engine before new ones are shed (0: no cap). For engines that run
+    # every request at once (vLLM on CPU) this is what keeps admitted requests' TTFT.
+    engine_max_in_flight: int = 0
     concurrency_lease_s: float = 15.0  # a crashed API process frees its slots within this
     # How long an admission decision may wait for Redis before `ratelimit_fail_mode` applies.
     # 0.1 s was too tight on a busy 2-core host (spurious 503s at 64 streams).

@@ -57,7 +57,9 @@ async def _one(
     ttft, tokens = None, 0
     async with client.stream("POST", url, json=body, headers=headers) as response:
         if response.status_code != 200:
-            raise click.ClickException(f"{url}: {response.status_code} {(await response.aread())[:300]!r}")
+            raise click.ClickException(
+                f"{url}: {response.status_code} {(await response.aread())[:300]!r}"
+            )
         async for line in response.aiter_lines():
             if not line.startswith("data: {"):
                 continue

@@ -1,9 +1,13 @@
 """The gateway's admission step: quotas and rate limits in Redis, and overload shedding.
 
-Before a request touches an engine, the gate estimates the TTFT it would see (requests in
-flight on the engines that could serve it, their measured service time, the prompt's prefill)
-and asks `Admission` to admit it within the tenant's limits. After the request, it feeds the
-measured service time back so the estimate follows the engines' real speed.
+Before a request touches an engine, the gate checks two load signals and then asks
+`Admission` to admit it within the tenant's limits:
+- a per-engine in-flight cap (`max_in_flight`) for engines like vLLM on CPU that run every
+  request at once, so TTFT grows with concurrency rather than with a queue;
+- the TTFT estimate from queueing behind `parallelism` batch slots (in flight x measured
+  service time, plus prefill), for engines with a fixed batch (SGLang's slots).
+Lower priority classes are shed first. After the request, the measured service time is fed
+back so the estimate follows the engines' real speed.
 """
 
 from __future__ import annotations
@@ -14,8 +18,20 @@ from typing import Any
 from uuid import UUID
 
 from loraplex.gateway.admission import Admission, AdmissionController, Ticket
+from loraplex.gateway.admission.errors import Overloaded
 from loraplex.gateway.resolve import Target
 from loraplex.gateway.routing import EngineRouter
+from loraplex.observability.metrics import ADMISSION_REJECTIONS, TenantLabeler
+
+# An engine running `cap x share` requests refuses a request of that priority: the lowest
+# class is shed first, the highest may use a little headroom past the cap.
+PRIORITY_SHARE = (0.8, 1.0, 1.2)
+
+
+def in_flight_allowance(cap: int, priority: int) -> int:
+    """How many requests an engine may have in flight for a request of `priority` to start."""
+    share = PRIORITY_SHARE[min(max(priority, 0), len(PRIORITY_SHARE) - 1)]
+    return max(1, round(cap * share))
 
 
 class AdmissionGate:
@@ -27,13 +43,22 @@ class AdmissionGate:
         controller: AdmissionController | None,
         router: EngineRouter,
         parallelism: int,
+        max_in_flight: int = 0,
+        labeler: TenantLabeler | None = None,
     ):
-        self.admission, self.controller, self.router, self.parallelism = (
-            admission,
-            controller,
-            router,
-            parallelism,
-        )
+        self.admission, self.controller, self.router = admission, controller, router
+        self.parallelism, self.max_in_flight = parallelism, max_in_flight
+        self.labeler = labeler or TenantLabeler()
+
+    def shed_if_saturated(self, target: Target, priority: int, tenant_id: UUID) -> None:
+        """503 + Retry-After when every candidate engine is at the in-flight cap for `priority`."""
+        if self.max_in_flight <= 0:
+            return
+        engines = self.router.ordered(target)
+        allowance = in_flight_allowance(self.max_in_flight, priority)
+        if engines and min(e.in_flight for e in engines) >= allowance:
+            ADMISSION_REJECTIONS.labels("engine_concurrency", self.labeler(tenant_id)).inc()
+            raise Overloaded("1")
 
     def estimate_ttft_s(self, target: Target, prompt_tokens: int) -> float | None:
         """The TTFT a new request for `target` would see now, from the engines' load."""
@@ -62,6 +87,7 @@ class AdmissionGate:
         max_tokens: int,
     ) -> Ticket | None:
         """A ticket for the request, or the refusal (429/503 with Retry-After) raised."""
+        self.shed_if_saturated(target, limits.get("priority", 0), tenant_id)
         if self.admission is None:
             return None
         return await self.admission.admit(

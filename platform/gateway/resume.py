@@ -47,7 +47,9 @@ class ResumableStreams:
         """Copy `events` into Redis; abort the engine side when nobody reads for the window."""
         key = _key(completion_id)
         ttl_ms = int(self.window_s * 3000)
-        watcher = asyncio.create_task(self._abort_when_abandoned(completion_id, task))
+        writer = asyncio.current_task()
+        assert writer is not None
+        watcher = asyncio.create_task(self._abort_when_abandoned(completion_id, writer))
         try:
             entry = 0
             async for event in events:
@@ -77,6 +79,16 @@ class ResumableStreams:
 
     async def _follow(self, completion_id: str, after: str) -> AsyncIterator[bytes]:
         key = _key(completion_id)
+        try:
+            async for event in self._entries(key, completion_id, after):
+                yield event
+        finally:
+            # This reader is gone (finished, or its client disconnected): stop vouching for
+            # the stream now rather than when the presence key expires.
+            with contextlib.suppress(Exception):
+                await asyncio.shield(self.redis.delete(f"{key}:reader"))
+
+    async def _entries(self, key: str, completion_id: str, after: str) -> AsyncIterator[bytes]:
         while True:
             await self._touch_presence(completion_id)
             found = await self.redis.xread(
@@ -94,7 +106,8 @@ class ResumableStreams:
     async def _touch_presence(self, completion_id: str) -> None:
         await self.redis.set(f"{_key(completion_id)}:reader", b"1", px=int(self.window_s * 1000))
 
-    async def _abort_when_abandoned(self, completion_id: str, task: asyncio.Task[None]) -> None:
+    async def _abort_when_abandoned(self, completion_id: str, task: asyncio.Task[Any]) -> None:
+        """Cancel the writer (`task`, which then cancels the engine side) once nobody reads."""
         with contextlib.suppress(asyncio.CancelledError):
             while not task.done():
                 await asyncio.sleep(PRESENCE_CHECK_S)

@@ -18,18 +18,33 @@ from tests.integration.conftest import BASE, Served
 
 pytestmark = pytest.mark.engine
 TINY = {"model": BASE, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 1}
-HEADERS = ("x-ratelimit-limit-requests", "x-ratelimit-remaining-requests", "x-ratelimit-reset-requests",
-           "x-ratelimit-limit-tokens", "x-ratelimit-remaining-tokens", "x-ratelimit-reset-tokens")
+HEADERS = (
+    "x-ratelimit-limit-requests",
+    "x-ratelimit-remaining-requests",
+    "x-ratelimit-reset-requests",
+    "x-ratelimit-limit-tokens",
+    "x-ratelimit-remaining-tokens",
+    "x-ratelimit-reset-tokens",
+)
 
 
 def _tenant(served: Served, **limits: int) -> dict[str, str]:
     slug = f"q-{secrets.token_hex(3)}"
-    tenant = httpx.post(f"{served.url}/api/v1/tenants", json={"slug": slug, "name": slug, "plan": "pro"},
-                        headers=served.operator()).json()
-    httpx.put(f"{served.url}/api/v1/tenants/{tenant['id']}/quota", json={"overrides": limits},
-              headers=served.operator())
-    key = httpx.post(f"{served.url}/api/v1/tenants/{tenant['id']}/api-keys",
-                     json={"name": "q", "scopes": ["inference"]}, headers=served.operator()).json()["key"]
+    tenant = httpx.post(
+        f"{served.url}/api/v1/tenants",
+        json={"slug": slug, "name": slug, "plan": "pro"},
+        headers=served.operator(),
+    ).json()
+    httpx.put(
+        f"{served.url}/api/v1/tenants/{tenant['id']}/quota",
+        json={"overrides": limits},
+        headers=served.operator(),
+    )
+    key = httpx.post(
+        f"{served.url}/api/v1/tenants/{tenant['id']}/api-keys",
+        json={"name": "q", "scopes": ["inference"]},
+        headers=served.operator(),
+    ).json()["key"]
     return {"Authorization": f"Bearer {key}"}
 
 
@@ -51,7 +66,10 @@ def test_requests_over_the_minute_limit_get_429_with_retry_after(served: Served)
     assert [a.status_code for a in answers] == [200, 200, 200, 429, 429]
     refused = answers[-1]
     assert refused.json()["error"]["code"] == "rate_limit_exceeded"
-    assert float(refused.headers["retry-after"]) > 0 and refused.headers["x-ratelimit-remaining-requests"] == "0"
+    assert (
+        float(refused.headers["retry-after"]) > 0
+        and refused.headers["x-ratelimit-remaining-requests"] == "0"
+    )
 
 
 def test_daily_tokens_run_out_as_insufficient_quota(served: Served) -> None:
@@ -76,14 +94,25 @@ def test_two_api_replicas_share_one_limit(served: Served, gateway_settings: Sett
     assert answers.count(429) == 30 - admitted
 
 
-def test_a_killed_replica_frees_its_stream_slots_within_the_lease(served: Served, gateway_settings: Settings) -> None:
+def test_a_killed_replica_frees_its_stream_slots_within_the_lease(
+    served: Served, gateway_settings: Settings
+) -> None:
     settings = replace(gateway_settings, concurrency_lease_s=3.0)
     auth = _tenant(served, concurrent_streams=1)
-    long = {**TINY, "max_tokens": 2000, "stream": True, "messages": [{"role": "user", "content": "Once upon a time"}]}
+    long = {
+        **TINY,
+        "max_tokens": 2000,
+        "stream": True,
+        "messages": [{"role": "user", "content": "Once upon a time"}],
+    }
     with api_process(settings.to_env()) as (doomed, pid):
         time.sleep(2)
-        with httpx.Client(timeout=60) as client, client.stream("POST", f"{doomed}/v1/chat/completions", json=long,
-                                                              headers=auth) as stream:
+        with (
+            httpx.Client(timeout=60) as client,
+            client.stream(
+                "POST", f"{doomed}/v1/chat/completions", json=long, headers=auth
+            ) as stream,
+        ):
             assert stream.status_code == 200
             next(stream.iter_lines())
             os.kill(pid, signal.SIGKILL)
@@ -96,9 +125,12 @@ def test_a_killed_replica_frees_its_stream_slots_within_the_lease(served: Served
 
 
 @pytest.mark.parametrize("mode, status", [("closed", 503), ("open", 200)])
-def test_redis_down_follows_the_configured_mode(served: Served, gateway_settings: Settings, mode: str,
-                                                status: int) -> None:
-    settings = replace(gateway_settings, redis_url="redis://127.0.0.1:1/0", ratelimit_fail_mode=mode)
+def test_redis_down_follows_the_configured_mode(
+    served: Served, gateway_settings: Settings, mode: str, status: int
+) -> None:
+    settings = replace(
+        gateway_settings, redis_url="redis://127.0.0.1:1/0", ratelimit_fail_mode=mode
+    )
     with api_process(settings.to_env()) as (url, _pid):
         time.sleep(2)
         response = _chat(url, served.headers())

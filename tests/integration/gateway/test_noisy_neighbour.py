@@ -1,0 +1,54 @@
+"""A tenant offering five times its quota is refused with 429s, and another tenant's TTFT holds."""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+
+import httpx
+import pytest
+
+from loraplex.bench.overload import Outcome, open_loop
+from tests.integration.conftest import Served
+
+pytestmark = pytest.mark.engine
+SECONDS, MAX_TOKENS = 10.0, 16
+
+
+def _key(served: Served, **limits: int) -> str:
+    slug = f"nn-{secrets.token_hex(3)}"
+    tenant = httpx.post(
+        f"{served.url}/api/v1/tenants",
+        json={"slug": slug, "name": slug, "plan": "pro"},
+        headers=served.operator(),
+    ).json()
+    httpx.put(
+        f"{served.url}/api/v1/tenants/{tenant['id']}/quota",
+        json={"overrides": limits},
+        headers=served.operator(),
+    )
+    return httpx.post(
+        f"{served.url}/api/v1/tenants/{tenant['id']}/api-keys",
+        json={"name": "k", "scopes": ["inference"]},
+        headers=served.operator(),
+    ).json()["key"]
+
+
+def test_a_noisy_tenant_gets_429s_and_the_other_keeps_its_ttft(served: Served) -> None:
+    quota_rpm = 12
+    noisy, quiet = _key(served, requests_per_minute=quota_rpm), _key(served)
+    b_rate = 1.5
+    alone = [asyncio.run(open_loop(served.url, quiet, b_rate, SECONDS, MAX_TOKENS, seed=1))]
+
+    async def together() -> tuple[Outcome, Outcome]:
+        return await asyncio.gather(
+            open_loop(served.url, noisy, 5 * quota_rpm / 60, SECONDS, MAX_TOKENS, seed=2),
+            open_loop(served.url, quiet, b_rate, SECONDS, MAX_TOKENS, seed=1),
+        )
+
+    a, b = asyncio.run(together())
+    alone.append(asyncio.run(open_loop(served.url, quiet, b_rate, SECONDS, MAX_TOKENS, seed=1)))
+    assert a.refused.get(429, 0) >= 5, a.refused  # A offered ~5x its quota
+    assert not b.refused and b.failed == 0
+    baseline = max(o.p(0.99) for o in alone)  # B alone, measured before and after
+    assert b.p(0.99) <= 1.25 * baseline, (b.p(0.99), [o.p(0.99) for o in alone])
