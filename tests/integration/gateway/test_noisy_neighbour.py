@@ -35,14 +35,17 @@ def _key(served: Served, **limits: int) -> str:
 
 
 def test_a_noisy_tenant_gets_429s_and_the_other_keeps_its_ttft(served: Served) -> None:
-    quota_rpm = 12
+    # A token bucket lets a full minute of quota through at once, so "5x the quota" over a
+    # 10 s test means five times what the bucket admits in that time (quota + refill).
+    quota_rpm = 3
+    a_rate = 5 * (quota_rpm + quota_rpm * SECONDS / 60) / SECONDS
     noisy, quiet = _key(served, requests_per_minute=quota_rpm), _key(served)
     b_rate = 1.5
     alone = [asyncio.run(open_loop(served.url, quiet, b_rate, SECONDS, MAX_TOKENS, seed=1))]
 
     async def together() -> tuple[Outcome, Outcome]:
         return await asyncio.gather(
-            open_loop(served.url, noisy, 5 * quota_rpm / 60, SECONDS, MAX_TOKENS, seed=2),
+            open_loop(served.url, noisy, a_rate, SECONDS, MAX_TOKENS, seed=2),
             open_loop(served.url, quiet, b_rate, SECONDS, MAX_TOKENS, seed=1),
         )
 
