@@ -221,7 +221,8 @@ def _table(results: list[Round]) -> list[dict[str, float]]:
     rows = []
     click.echo(
         f"{'streams':>7} {'direct tok/s':>12} {'gateway tok/s':>13} {'kept':>6} "
-        f"{'TTFT p50 direct':>15} {'gateway':>8} {'added':>7} {'TTFT p99 direct':>15} {'gateway':>8}"
+        f"{'TTFT p50 direct':>15} {'gateway':>8} {'added':>7} "
+        f"{'TTFT p99 direct':>15} {'gateway':>8}"
     )
     for level in sorted({r.streams for r in results}):
         direct = [r for r in results if r.streams == level and r.path == "direct"]
@@ -250,7 +251,8 @@ def _table(results: list[Round]) -> list[dict[str, float]]:
             }
         )
         click.echo(
-            f"{level:7d} {d_tps:12.0f} {g_tps:13.0f} {g_tps / d_tps:5.2f}x {d50:13.1f}ms {g50:6.1f}ms "
+            f"{level:7d} {d_tps:12.0f} {g_tps:13.0f} {g_tps / d_tps:5.2f}x "
+            f"{d50:13.1f}ms {g50:6.1f}ms "
             f"{g50 - d50:+6.1f} {d99:13.1f}ms {g99:6.1f}ms"
         )
     return rows

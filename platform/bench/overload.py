@@ -251,8 +251,10 @@ def _print(rows: list[dict]) -> None:
     )
     for r in rows:
         click.echo(
-            f"{r['level'] + (' ' + r['tenant'] if 'tenant' in r else ''):>16} {r.get('admission', ''):>9} "
+            f"{r['level'] + (' ' + r['tenant'] if 'tenant' in r else ''):>16} "
+            f"{r.get('admission', ''):>9} "
             f"{r.get('offered', float('nan')):9.2f} {r['goodput']:9.2f} "
             f"{r.get('goodput_vs_capacity', float('nan')):6.2f} {r['p99_ms']:11.0f} "
-            f"{r.get('p99_vs_unloaded', r.get('p99_vs_alone', float('nan'))):11.2f} {r.get('refused', '')}"
+            f"{r.get('p99_vs_unloaded', r.get('p99_vs_alone', float('nan'))):11.2f} "
+            f"{r.get('refused', '')}"
         )

@@ -144,7 +144,7 @@ class FineTuningController(Controller):
     async def events(
         self, job_id: str, principal: Principal, db_session: AsyncSession, limit: Limit = 20
     ) -> dict[str, Any]:
-        """The job's events, newest first: status messages and metrics (step, loss, lr, tokens/s, ETA)."""
+        """The job's events, newest first: messages and metrics (step, loss, lr, tokens/s, ETA)."""
         jobs = JobService(db_session)
         rows = await jobs.events(await jobs.get(_tenant(principal), job_id), limit + 1)
         return {

