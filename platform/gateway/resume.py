@@ -95,6 +95,8 @@ class ResumableStreams:
                 {key: after}, block=int(self.heartbeat_s * 1000), count=256
             )
             if not found:
+                if not await self.redis.exists(key):
+                    return  # aborted (nobody read in time) or expired: nothing more will come
                 yield HEARTBEAT
                 continue
             for entry_id, fields in found[0][1]:
