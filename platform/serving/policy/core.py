@@ -113,15 +113,18 @@ class PolicyCore:
         """A load reported done: release waiting requests or start the next hop."""
         node = self.cluster.nodes[node_id]
         node.pending.pop(version, None)
+        actions: list[Action] = []
         if tier is Tier.DISK:
             if version in node.waiting or version in node.want_loaded:
-                return self.loader.start(node, version, Tier.LOADED, now)
-            return []
-        node.want_loaded.discard(version)
-        for request in node.waiting.pop(version, ()):
-            node.queue.push(request, now)
-        node.queue.set_active(version, node.gpu.is_active(version))
-        return []
+                actions = self.loader.start(node, version, Tier.LOADED, now)
+        else:
+            node.want_loaded.discard(version)
+            for request in node.waiting.pop(version, ()):
+                node.queue.push(request, now)
+            node.queue.set_active(version, node.gpu.is_active(version))
+        if node.blocked:  # the finished load's entry may now be evictable
+            actions.extend(self.loader.retry_blocked(node, now))
+        return actions
 
     def load_failed(self, node_id: NodeId, version: VersionId, tier: Tier) -> list[Request]:
         """A load failed: undo its reservation; the waiting requests go back to the caller."""

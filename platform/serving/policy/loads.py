@@ -52,7 +52,11 @@ class Loader:
         return self.start(node, version, Tier.DISK, now)
 
     def start(self, node: NodeState, version: VersionId, tier: Tier, now: float) -> list[Action]:
-        """Make room and reserve it; a host load that cannot find room waits in `blocked`."""
+        """Make room and reserve it; a load that cannot find room waits in `blocked`.
+
+        Room is held by in-flight requests (host) or by loads still in progress (disk, and
+        host entries being filled); `retry_blocked` runs when either finishes.
+        """
         cache = node.host if tier is Tier.LOADED else node.disk
         spec = self.cluster.versions[version]
         size = 1 if tier is Tier.LOADED else spec.size_bytes
@@ -65,8 +69,8 @@ class Loader:
         victims, fits = cache.make_room(size, evictable, contained, spec.tenant_id)
         actions: list[Action] = [self.evicted(node, v, tier, EvictReason.CAPACITY) for v in victims]
         if not fits:
-            if tier is Tier.LOADED and version not in node.blocked:
-                node.blocked.append(version)
+            if (version, tier) not in node.blocked:
+                node.blocked.append((version, tier))
             return actions
         cache.insert(version, size, self.value(node, version, tier, now))
         node.pending[version] = tier
@@ -86,15 +90,16 @@ class Loader:
         return Evict(node.node_id, version, tier, reason)
 
     def retry_blocked(self, node: NodeState, now: float) -> list[Action]:
-        """Retry host loads that found no room, oldest first, until one still does not fit."""
+        """Retry loads that found no room, oldest first, until one still does not fit."""
         actions: list[Action] = []
         while node.blocked:
-            version = node.blocked.popleft()
+            version, tier = entry = node.blocked.popleft()
             if version not in node.waiting and version not in node.want_loaded:
                 continue  # nobody needs it any more
-            started = self.start(node, version, Tier.LOADED, now)
-            actions.extend(started)
-            if version in node.blocked:
+            if version in node.pending or node.reach(version) >= tier:
+                continue  # already on its way by another path
+            actions.extend(self.start(node, version, tier, now))
+            if entry in node.blocked:
                 node.blocked.rotate(1)  # back to the front: keep the order
                 break
         return actions

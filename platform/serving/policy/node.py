@@ -39,7 +39,7 @@ class NodeState:
         self.pending: dict[VersionId, Tier] = {}  # load in progress, to this tier
         self.waiting: dict[VersionId, list[Request]] = {}  # for their host load
         self.want_loaded: set[VersionId] = set()  # prefetches that continue past disk
-        self.blocked: deque[VersionId] = deque()  # host loads waiting for room
+        self.blocked: deque[tuple[VersionId, Tier]] = deque()  # loads waiting for room
 
     @property
     def load(self) -> int:
