@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import AsyncIterator
 
 from loraplex.gateway.buffer import StreamBuffer
 from loraplex.gateway.sse import DONE, HEARTBEAT, ChunkEncoder
+
+CLEANUP_WAIT_S = 5.0
 
 
 async def encode_events(
@@ -46,12 +47,20 @@ async def encode_events(
 async def until_disconnect(
     events: AsyncIterator[bytes], task: asyncio.Task[None]
 ) -> AsyncIterator[bytes]:
-    """Relay `events`; when the client goes away first, cancel the engine side (`task`) at once."""
+    """Relay `events`; when the client goes away first, cancel the engine side (`task`) at once.
+
+    After the last event the engine side is left to finish its own cleanup (close the engine
+    stream, give back the tenant's concurrency leases) and awaited, so a client that sends
+    its next request as soon as this one ends finds its slot free. Cancelling it there
+    instead would interrupt that cleanup half-way.
+    """
+    finished = False
     try:
         async for event in events:
             yield event
+        finished = True
     finally:
-        if not task.done():
+        if not finished:
             task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        # Bounded: the cleanup's own steps have timeouts; this is the backstop.
+        await asyncio.wait({task}, timeout=CLEANUP_WAIT_S)

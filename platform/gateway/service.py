@@ -79,6 +79,7 @@ class Gateway:
         self.labeler = labeler or TenantLabeler()
         self.resumable: ResumableStreams | None = None  # set when Redis is configured
         self._writers: set[asyncio.Task[None]] = set()
+        self._pumps: set[asyncio.Task[None]] = set()  # strong references until they end
 
     async def prepare(
         self,
@@ -147,7 +148,14 @@ class Gateway:
         )
         buffer = StreamBuffer(max_bytes=self.limits.buffer_bytes)
         task = asyncio.create_task(self._run(job, buffer, call))
+        self._pumps.add(task)
+        task.add_done_callback(self._pump_ended)
         return job, buffer, task
+
+    def _pump_ended(self, task: asyncio.Task[None]) -> None:
+        self._pumps.discard(task)
+        if not task.cancelled():
+            task.exception()  # a stream already told its client with an error event
 
     async def _run(self, job: Job, buffer: StreamBuffer, call: Call) -> None:
         try:

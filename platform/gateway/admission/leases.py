@@ -4,12 +4,17 @@ A slot is a member of a per-tenant sorted set scored by its expiry. The admittin
 renews it every `lease_s / 3`, so two renewals can fail before it lapses. A replica that
 dies (kill -9, OOM, lost network) stops renewing, and the next admit after `lease_s` prunes
 the dead member — no slot outlives its holder by more than one lease.
+
+Stopping must never wait on Redis: the request's response ends only after its leases are
+let go. So the loop exits on a stop event it checks after every await, and `stop` waits
+for it at most `STOP_WAIT_S` — a cancellation swallowed inside a Redis call (seen under
+load with redis-py's own socket timeout racing ours) can no longer keep a renewal loop,
+and with it a finished stream, alive forever.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 
@@ -20,6 +25,7 @@ from loraplex.gateway.admission.ticket import Ticket
 log = logging.getLogger("loraplex.gateway.admission")
 
 RENEWALS_PER_LEASE = 3
+STOP_WAIT_S = 1.0
 
 
 class LeaseRenewer:
@@ -34,6 +40,7 @@ class LeaseRenewer:
         self.ticket, self._renew, self.interval_s = ticket, renew, lease_s / RENEWALS_PER_LEASE
         self.lost = False  # a lease had already expired: its slot may belong to someone else
         self._task: asyncio.Task[None] | None = None
+        self._stopping = asyncio.Event()
 
     def start(self) -> None:
         """Begin renewing (a no-op for a ticket without leases)."""
@@ -42,19 +49,26 @@ class LeaseRenewer:
 
     async def stop(self) -> None:
         """Stop renewing; the caller releases the leases."""
-        if self._task is None:
+        task, self._task = self._task, None
+        if task is None:
             return
-        self._task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await self._task
-        self._task = None
+        self._stopping.set()
+        task.cancel()
+        # asyncio.wait neither raises the task's outcome nor swallows our own cancellation.
+        await asyncio.wait({task}, timeout=STOP_WAIT_S)
 
     async def _run(self) -> None:
-        while True:
-            await asyncio.sleep(self.interval_s)
+        while not self._stopping.is_set():
+            try:
+                await asyncio.wait_for(self._stopping.wait(), self.interval_s)
+                return
+            except TimeoutError:
+                pass  # time to renew
             try:
                 renewed = await self._renew(self.ticket)
             except (RedisError, OSError, TimeoutError) as exc:
+                if self._stopping.is_set():
+                    return
                 # Keep going: a short outage is survived as long as one renewal lands
                 # within the lease.
                 log.warning("lease renewal of %s failed: %s", self.ticket.request_id, exc)
