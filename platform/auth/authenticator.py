@@ -3,6 +3,9 @@
 The cache keeps hot keys from costing a database round trip per request. Its TTL bounds how
 long a key revoked on *another* replica keeps working; revocation on this replica evicts at
 once. Negative results are not cached, so a new key works immediately.
+
+Entries are keyed by the hash of the whole presented key, never by its prefix alone: the
+prefix is shown in key listings, so a cache hit must still prove the secret.
 """
 
 from __future__ import annotations
@@ -15,9 +18,10 @@ from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from loraplex.auth.principal import Principal
-from loraplex.auth.secrets import matches, prefix_of
+from loraplex.auth.secrets import hash_key, matches, prefix_of
 from loraplex.db.models import ApiKey, Tenant, TenantStatus
 from loraplex.errors import Forbidden, Unauthenticated
+from loraplex.ttl_cache import TtlCache
 
 CACHE_TTL_S = 5.0
 LAST_USED_RESOLUTION_S = 60.0  # write last_used_at at most once a minute per key
@@ -33,12 +37,12 @@ class KeyAuthenticator:
     ):
         self._session_factory = session_factory
         self._clock = clock
-        self._cache: dict[str, tuple[float, Principal]] = {}
+        self._cache: TtlCache[str, Principal] = TtlCache(CACHE_TTL_S, clock)
         self._last_used_written: dict[str, float] = {}
 
     def forget(self, prefix: str) -> None:
         """Drop a cached key (call after revoking it or changing its tenant)."""
-        self._cache.pop(prefix, None)
+        self._cache.forget_where(lambda _, principal: principal.key_prefix == prefix)
 
     def forget_all(self) -> None:
         """Drop every cached key (after a tenant is suspended or deleted)."""
@@ -49,13 +53,7 @@ class KeyAuthenticator:
         prefix = prefix_of(presented)
         if prefix is None:
             raise Unauthenticated("malformed API key")
-        cached = self._cache.get(prefix)
-        now = self._clock()
-        if cached and cached[0] > now:
-            return cached[1]
-        principal = await self._load(prefix, presented)
-        self._cache[prefix] = (now + CACHE_TTL_S, principal)
-        return principal
+        return await self._cache.get(hash_key(presented), lambda: self._load(prefix, presented))
 
     async def _load(self, prefix: str, presented: str) -> Principal:
         async with self._session_factory() as session:

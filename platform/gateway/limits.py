@@ -9,6 +9,7 @@ from uuid import UUID
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from loraplex.control.tenants.service import limits_of
+from loraplex.ttl_cache import TtlCache
 
 
 class TenantLimits:
@@ -20,16 +21,13 @@ class TenantLimits:
         ttl_s: float = 5.0,
         clock: Callable[[], float] = time.monotonic,
     ):
-        self._session_factory, self._ttl_s, self._clock = session_factory, ttl_s, clock
-        self._cache: dict[UUID, tuple[float, dict[str, int]]] = {}
+        self._session_factory = session_factory
+        self._cache: TtlCache[UUID, dict[str, int]] = TtlCache(ttl_s, clock)
 
     async def get(self, tenant_id: UUID) -> dict[str, int]:
         """The tenant's limits (plan merged with overrides)."""
-        hit = self._cache.get(tenant_id)
-        now = self._clock()
-        if hit and hit[0] > now:
-            return hit[1]
+        return await self._cache.get(tenant_id, lambda: self._load(tenant_id))
+
+    async def _load(self, tenant_id: UUID) -> dict[str, int]:
         async with self._session_factory() as session:
-            limits = await limits_of(session, tenant_id)
-        self._cache[tenant_id] = (now + self._ttl_s, limits)
-        return limits
+            return await limits_of(session, tenant_id)

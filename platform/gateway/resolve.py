@@ -23,6 +23,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from loraplex.db.models import Adapter, AdapterAlias, AdapterVersion, BaseModel, VersionStatus
 from loraplex.errors import InvalidInput, NotFound
+from loraplex.ttl_cache import TtlCache
 
 DEFAULT_ALIAS = "prod"
 
@@ -79,23 +80,15 @@ class ModelResolver:
         clock: Callable[[], float] = time.monotonic,
     ):
         self._session_factory = session_factory
-        self._ttl_s = ttl_s
-        self._clock = clock
-        self._cache: dict[tuple[UUID, str], tuple[float, Resolution]] = {}
+        self._cache: TtlCache[tuple[UUID, str], Resolution] = TtlCache(ttl_s, clock)
 
     async def resolve(self, tenant_id: UUID, model: str) -> Resolution:
         """The resolution of `model` for the tenant, or ModelNotFound / InvalidInput."""
-        key = (tenant_id, model)
-        hit = self._cache.get(key)
-        now = self._clock()
-        if hit and hit[0] > now:
-            return hit[1]
+        return await self._cache.get((tenant_id, model), lambda: self._load(tenant_id, model))
+
+    async def _load(self, tenant_id: UUID, model: str) -> Resolution:
         async with self._session_factory() as session:
-            resolution = await _resolve(session, tenant_id, model)
-        if len(self._cache) > 10_000:
-            self._cache.clear()
-        self._cache[key] = (now + self._ttl_s, resolution)
-        return resolution
+            return await _resolve(session, tenant_id, model)
 
 
 async def _resolve(session: AsyncSession, tenant_id: UUID, model: str) -> Resolution:

@@ -122,3 +122,15 @@ async def test_me_describes_the_calling_key(make_tenant, operator: Api) -> None:
     me = (await tenant.api.get("/api/v1/me")).json()
     assert me["tenant_id"] == tenant.id and me["operator"] is False
     assert (await operator.get("/api/v1/me")).json()["operator"] is True
+
+
+async def test_a_wrong_secret_with_a_known_prefix_is_refused_while_the_key_is_cached(
+    make_tenant,
+) -> None:
+    # The prefix is shown in key listings; only the secret after it proves possession.
+    tenant = await make_tenant()
+    assert (await tenant.api.get(f"/api/v1/tenants/{tenant.id}")).status_code == 200  # cached
+    brand, prefix, secret = tenant.api.key.split("_", 2)
+    forged = f"{brand}_{prefix}_{'A' * len(secret)}"
+    refused = await Api(tenant.api.client, forged).get(f"/api/v1/tenants/{tenant.id}")
+    assert refused.status_code == 401
