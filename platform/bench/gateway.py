@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import secrets
 import statistics
 import time
@@ -38,6 +39,7 @@ class Round:
     tokens: int
     seconds: float
     ttfts: list[float]
+    server_cpu_s: float = float("nan")  # CPU the gateway process spent (gateway path only)
 
     @property
     def tokens_per_s(self) -> float:
@@ -70,6 +72,15 @@ async def _one(
     return ttft if ttft is not None else time.perf_counter() - started, tokens
 
 
+def process_cpu_s(pid: int | None) -> float:
+    """User + system CPU seconds of a process so far (Linux /proc); NaN when unknown."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return float("nan")
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 async def _round(
     path: str,
     url: str,
@@ -78,6 +89,7 @@ async def _round(
     streams: int,
     requests: int,
     max_tokens: int,
+    server_pid: int | None = None,
 ) -> Round:
     body = {
         "model": model,
@@ -101,11 +113,17 @@ async def _round(
                 queue.get_nowait()
                 results.append(await _one(client, url, headers, body))
 
-        started = time.perf_counter()
+        cpu_before, started = process_cpu_s(server_pid), time.perf_counter()
         await asyncio.gather(*(worker() for _ in range(streams)))
         seconds = time.perf_counter() - started
     return Round(
-        path, streams, requests, sum(t for _, t in results), seconds, [f for f, _ in results]
+        path,
+        streams,
+        requests,
+        sum(t for _, t in results),
+        seconds,
+        [f for f, _ in results],
+        process_cpu_s(server_pid) - cpu_before,
     )
 
 
@@ -178,23 +196,29 @@ def bench_gateway(
     info = start_engine(engine, say=lambda line: click.echo(f"[engine] {line}", err=True))
     operator = asyncio.run(_operator_key(settings))
     # Admission shedding off: this measures what the relay costs, not load shedding.
-    with api_process(replace(settings, admission_ttft_budget_s=1e9).to_env()) as (url, _pid):
+    with api_process(replace(settings, admission_ttft_budget_s=1e9).to_env()) as (url, api_pid):
         key = _setup(url, operator, engine, info.served_model)
         results: list[Round] = []
+        # Per path: where to send, headers, and the HTTP server whose CPU is counted (the
+        # engine's own OpenAI frontend process, or the gateway).
         paths = {
-            "direct": (f"{engine.url}/v1/chat/completions", {}),
-            "gateway": (f"{url}/v1/chat/completions", {"Authorization": f"Bearer {key}"}),
+            "direct": (f"{engine.url}/v1/chat/completions", {}, info.pid),
+            "gateway": (
+                f"{url}/v1/chat/completions",
+                {"Authorization": f"Bearer {key}"},
+                api_pid,
+            ),
         }
         for level in [int(s) for s in streams.split(",")]:
             # vLLM's CPU engine compiles kernels for batch sizes it has not run yet: one
             # unmeasured wave per path and level, so neither path pays that in its numbers.
-            for target, headers in paths.values():
+            for target, headers, _ in paths.values():
                 asyncio.run(
                     _round("warm-up", target, headers, info.served_model, level, level, max_tokens)
                 )
             requests = max(8, level * 3)
             for _ in range(rounds):
-                for name, (target, headers) in paths.items():
+                for name, (target, headers, pid) in paths.items():
                     results.append(
                         asyncio.run(
                             _round(
@@ -205,6 +229,7 @@ def bench_gateway(
                                 level,
                                 requests,
                                 max_tokens,
+                                pid,
                             )
                         )
                     )
@@ -220,7 +245,7 @@ def _table(results: list[Round]) -> list[dict[str, float]]:
     click.echo(
         f"{'streams':>7} {'direct tok/s':>12} {'gateway tok/s':>13} {'kept':>6} "
         f"{'TTFT p50 direct':>15} {'gateway':>8} {'added':>7} "
-        f"{'TTFT p99 direct':>15} {'gateway':>8}"
+        f"{'TTFT p99 direct':>15} {'gateway':>8} {'server CPU µs/token direct':>26} {'gateway':>8}"
     )
     for level in sorted({r.streams for r in results}):
         direct = [r for r in results if r.streams == level and r.path == "direct"]
@@ -235,9 +260,13 @@ def _table(results: list[Round]) -> list[dict[str, float]]:
             statistics.median(r.ttft(0.99) for r in direct),
             statistics.median(r.ttft(0.99) for r in gateway),
         )
+        d_cpu = statistics.median(1e6 * r.server_cpu_s / max(r.tokens, 1) for r in direct)
+        g_cpu = statistics.median(1e6 * r.server_cpu_s / max(r.tokens, 1) for r in gateway)
         rows.append(
             {
                 "streams": level,
+                "engine_frontend_cpu_us_per_token": d_cpu,
+                "gateway_cpu_us_per_token": g_cpu,
                 "direct_tok_s": d_tps,
                 "gateway_tok_s": g_tps,
                 "ratio": g_tps / d_tps,
@@ -251,6 +280,6 @@ def _table(results: list[Round]) -> list[dict[str, float]]:
         click.echo(
             f"{level:7d} {d_tps:12.0f} {g_tps:13.0f} {g_tps / d_tps:5.2f}x "
             f"{d50:13.1f}ms {g50:6.1f}ms "
-            f"{g50 - d50:+6.1f} {d99:13.1f}ms {g99:6.1f}ms"
+            f"{g50 - d50:+6.1f} {d99:13.1f}ms {g99:6.1f}ms {d_cpu:26.0f} {g_cpu:8.0f}"
         )
     return rows
