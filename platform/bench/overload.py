@@ -26,6 +26,13 @@ from loraplex.serving.engines.launcher import EngineConfig, start_engine
 from loraplex.settings import Settings
 
 PROMPT = [{"role": "user", "content": "Once upon a time"}]
+UNLIMITED = {
+    "requests_per_minute": 100_000,
+    "tokens_per_minute": 10_000_000,
+    "concurrent_requests": 1_000,
+    "concurrent_streams": 1_000,
+    "daily_tokens": 1_000_000_000,
+}
 
 
 @dataclass
@@ -132,8 +139,11 @@ def bench_overload(settings: Settings, seconds: float, max_tokens: int, json_pat
     info = start_engine(engine, say=lambda line: click.echo(f"[engine] {line}", err=True))
     operator = asyncio.run(_operator_key(settings))
     with api_process(replace(settings, admission_ttft_budget_s=1e9).to_env()) as (off_url, _):
-        key = _setup(off_url, operator, engine, info.served_model)
-        unloaded = asyncio.run(closed_loop(off_url, key, 1, seconds, max_tokens))
+        _setup(off_url, operator, engine, info.served_model)
+        # The load comes from a normal-priority (pro) tenant whose quotas are lifted: the
+        # engine cap applies to it exactly (enterprise may use 1.2x), and no 429 mixes in.
+        key = _tenant_key(off_url, operator, **UNLIMITED)
+        unloaded = asyncio.run(closed_loop(off_url, key, 1, 2 * seconds, max_tokens))
         slo_ms = 2 * unloaded.p(0.99)
         streams, capacity = _slo_capacity(off_url, key, seconds, max_tokens, slo_ms)
         rows = [
@@ -178,15 +188,28 @@ def bench_overload(settings: Settings, seconds: float, max_tokens: int, json_pat
 def _slo_capacity(
     url: str, key: str, seconds: float, max_tokens: int, slo_ms: float
 ) -> tuple[int, Outcome]:
-    """The highest closed-loop throughput whose p99 TTFT stays within `slo_ms`, and its streams."""
+    """The highest closed-loop throughput whose p99 TTFT stays within `slo_ms`, and its streams.
+
+    A p99 over a few dozen requests is their slowest one, so one stall of the machine can
+    push a single level over: the search stops only after two levels in a row miss.
+    """
     best: tuple[int, Outcome] | None = None
+    closest: tuple[int, Outcome] | None = None
+    misses = 0
     for streams in (1, 2, 3, 4, 6, 8, 12, 16):
         out = asyncio.run(closed_loop(url, key, streams, seconds, max_tokens))
+        if closest is None or out.p(0.99) < closest[1].p(0.99):
+            closest = (streams, out)
         if out.p(0.99) > slo_ms:
-            break
+            misses += 1
+            if misses == 2:
+                break
+            continue
+        misses = 0
         if best is None or out.goodput > best[1].goodput:
             best = (streams, out)
-    return best or (1, asyncio.run(closed_loop(url, key, 1, seconds, max_tokens)))
+    assert closest is not None
+    return best or closest
 
 
 def _tenant_key(url: str, operator: str, **limits: int) -> str:

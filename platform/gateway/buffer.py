@@ -67,7 +67,8 @@ class StreamBuffer:
         if self._pending or self.closed:
             return True
         try:
-            await asyncio.wait_for(self._wake.wait(), timeout_s)
+            async with asyncio.timeout(timeout_s):  # no Task per wait, unlike wait_for
+                await self._wake.wait()
         except TimeoutError:
             return False
         return True

@@ -225,7 +225,10 @@ async def _with_deadline(awaitable, deadline: float, clock: Callable[[], float],
             awaitable.close()
         raise _PhaseTimeout(code)
     try:
-        return await asyncio.wait_for(awaitable, remaining)
+        # asyncio.timeout, not wait_for: this runs per streamed chunk, and on Python 3.11
+        # wait_for wraps every await in a new Task.
+        async with asyncio.timeout(remaining):
+            return await awaitable
     except TimeoutError as exc:
         raise _PhaseTimeout(code) from exc
 
