@@ -8,11 +8,17 @@ Before a request touches an engine, the gate checks two load signals and then as
   service time, plus prefill), for engines with a fixed batch (SGLang's slots).
 Lower priority classes are shed first. After the request, the measured service time is fed
 back so the estimate follows the engines' real speed.
+
+The cap counts requests from the moment they pass the check (synchronously, before any
+await) until they end: counting only requests already running on an engine let a burst of
+arrivals all pass the check during the awaits in between and overshoot the cap, which is
+what kept admitted TTFT high under 2x load.
 """
 
 from __future__ import annotations
 
 import contextlib
+from collections import Counter
 from collections.abc import AsyncIterator
 from typing import Any
 from uuid import UUID
@@ -49,6 +55,7 @@ class AdmissionGate:
         self.admission, self.controller, self.router = admission, controller, router
         self.parallelism, self.max_in_flight = parallelism, max_in_flight
         self.labeler = labeler or TenantLabeler()
+        self._admitted: Counter[str] = Counter()  # per base model: admitted, not yet ended
 
     def shed_if_saturated(self, target: Target, priority: int, tenant_id: UUID) -> None:
         """503 + Retry-After when every candidate engine is at the in-flight cap for `priority`."""
@@ -56,7 +63,8 @@ class AdmissionGate:
             return
         engines = self.router.ordered(target)
         allowance = in_flight_allowance(self.max_in_flight, priority)
-        if engines and min(e.in_flight for e in engines) >= allowance:
+        busy = max(self._admitted[target.base_model], sum(e.in_flight for e in engines))
+        if engines and busy >= allowance * len(engines):
             ADMISSION_REJECTIONS.labels("engine_concurrency", self.labeler(tenant_id)).inc()
             raise Overloaded("1")
 
@@ -88,25 +96,34 @@ class AdmissionGate:
     ) -> Ticket | None:
         """A ticket for the request, or the refusal (429/503 with Retry-After) raised."""
         self.shed_if_saturated(target, limits.get("priority", 0), tenant_id)
+        self._admitted[target.base_model] += 1  # `hold` gives it back when the request ends
         if self.admission is None:
             return None
-        return await self.admission.admit(
-            tenant_id,
-            limits,
-            request_id=request_id,
-            stream=stream,
-            estimated_tokens=prompt_tokens + max_tokens,
-            estimated_ttft_s=self.estimate_ttft_s(target, prompt_tokens),
-        )
+        try:
+            return await self.admission.admit(
+                tenant_id,
+                limits,
+                request_id=request_id,
+                stream=stream,
+                estimated_tokens=prompt_tokens + max_tokens,
+                estimated_ttft_s=self.estimate_ttft_s(target, prompt_tokens),
+            )
+        except BaseException:
+            self._admitted[target.base_model] -= 1
+            raise
 
     @contextlib.asynccontextmanager
-    async def hold(self, ticket: Ticket | None) -> AsyncIterator[None]:
-        """Keep the ticket's concurrency leases alive while the request runs; release after."""
-        if ticket is None or self.admission is None:
-            yield
-            return
-        async with self.admission.hold(ticket):
-            yield
+    async def hold(self, ticket: Ticket | None, target: Target) -> AsyncIterator[None]:
+        """Run an admitted request: keep its leases alive, and release them and its place
+        under the engine cap when it ends."""
+        try:
+            if ticket is None or self.admission is None:
+                yield
+                return
+            async with self.admission.hold(ticket):
+                yield
+        finally:
+            self._admitted[target.base_model] -= 1
 
     def observe(
         self, engine_id: str | None, service_s: float, prompt_tokens: int, ttft_s: float | None

@@ -159,7 +159,7 @@ class Gateway:
 
     async def _run(self, job: Job, buffer: StreamBuffer, call: Call) -> None:
         try:
-            async with self.gate.hold(call.ticket):
+            async with self.gate.hold(call.ticket, call.target):
                 try:
                     await pump(job, buffer, self.router)
                 finally:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import uuid
+from collections.abc import AsyncIterator
 
 import pytest
 
@@ -62,3 +65,58 @@ def test_a_saturated_engine_sheds_by_priority(in_flight: int, priority: int, she
 
 def test_no_cap_never_sheds() -> None:
     _gate(1000, cap=0).shed_if_saturated(TARGET, 0, uuid.uuid4())
+
+
+class _SlowAdmission:
+    """Admits everything after a Redis-like round trip."""
+
+    async def admit(self, *args: object, **kwargs: object) -> str:
+        await asyncio.sleep(0.01)
+        return "ticket"
+
+    @contextlib.asynccontextmanager
+    async def hold(self, ticket: object) -> AsyncIterator[object]:
+        yield ticket
+
+
+def test_a_burst_cannot_overshoot_the_cap_while_admissions_are_in_flight() -> None:
+    gate = _gate(in_flight=0, cap=4)
+    gate.admission = _SlowAdmission()  # type: ignore[assignment]
+
+    async def one() -> bool:
+        try:
+            await gate.admit(
+                uuid.uuid4(),
+                {"priority": 1},
+                "r",
+                stream=True,
+                target=TARGET,
+                prompt_tokens=1,
+                max_tokens=1,
+            )
+        except Overloaded:
+            return False
+        return True
+
+    async def burst() -> tuple[list[bool], bool]:
+        admitted = await asyncio.gather(*(one() for _ in range(10)))
+        return admitted, await one()
+
+    admitted, after = asyncio.run(burst())
+    assert sum(admitted) == 4  # none of the 10 was on an engine yet; the cap still held
+    assert after is False
+
+
+def test_ending_a_request_gives_its_place_back() -> None:
+    gate = _gate(in_flight=0, cap=1)
+
+    async def scenario() -> None:
+        args = dict(stream=True, target=TARGET, prompt_tokens=1, max_tokens=1)
+        ticket = await gate.admit(uuid.uuid4(), {"priority": 1}, "r1", **args)  # type: ignore[arg-type]
+        with pytest.raises(Overloaded):
+            await gate.admit(uuid.uuid4(), {"priority": 1}, "r2", **args)  # type: ignore[arg-type]
+        async with gate.hold(ticket, TARGET):
+            pass
+        await gate.admit(uuid.uuid4(), {"priority": 1}, "r3", **args)  # type: ignore[arg-type]
+
+    asyncio.run(scenario())
