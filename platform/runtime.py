@@ -114,6 +114,7 @@ async def running(state: Any, settings: Settings, db: SQLAlchemyAsyncConfig) -> 
         router,
         settings.admission_parallelism,
         settings.engine_max_in_flight,
+        queue_wait_s=settings.engine_queue_wait_s,
     )
     state.gateway = Gateway(
         ModelResolver(sessions), router, state.usage, stream_limits(settings), gate=gate

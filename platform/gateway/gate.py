@@ -12,13 +12,16 @@ back so the estimate follows the engines' real speed.
 The cap counts requests from the moment they pass the check (synchronously, before any
 await) until they end: counting only requests already running on an engine let a burst of
 arrivals all pass the check during the awaits in between and overshoot the cap, which is
-what kept admitted TTFT high under 2x load.
+what kept admitted TTFT high under 2x load. A request that finds the cap reached waits up
+to `queue_wait_s` in a first-come queue for a place (a place freed goes to the oldest
+waiter) and is shed only then, so the engine is not left idle between arrivals.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-from collections import Counter
+from collections import Counter, defaultdict, deque
 from collections.abc import AsyncIterator
 from typing import Any
 from uuid import UUID
@@ -51,22 +54,61 @@ class AdmissionGate:
         parallelism: int,
         max_in_flight: int = 0,
         labeler: TenantLabeler | None = None,
+        queue_wait_s: float = 0.0,
     ):
         self.admission, self.controller, self.router = admission, controller, router
         self.parallelism, self.max_in_flight = parallelism, max_in_flight
-        self.labeler = labeler or TenantLabeler()
+        self.labeler, self.queue_wait_s = labeler or TenantLabeler(), queue_wait_s
         self._admitted: Counter[str] = Counter()  # per base model: admitted, not yet ended
+        self._waiters: defaultdict[str, deque[asyncio.Future[None]]] = defaultdict(deque)
 
     def shed_if_saturated(self, target: Target, priority: int, tenant_id: UUID) -> None:
         """503 + Retry-After when every candidate engine is at the in-flight cap for `priority`."""
-        if self.max_in_flight <= 0:
+        if self._saturated(target, priority):
+            ADMISSION_REJECTIONS.labels("engine_concurrency", self.labeler(tenant_id)).inc()
+            raise Overloaded("1")
+
+    async def wait_for_room(self, target: Target, priority: int, tenant_id: UUID) -> None:
+        """Return once `target` is under the cap for `priority`, or shed after `queue_wait_s`."""
+        waiters = self._waiters[target.base_model]
+        if not waiters and not self._saturated(target, priority):
             return
+        if self.queue_wait_s <= 0:
+            self.shed_if_saturated(target, priority, tenant_id)
+            return
+        deadline = asyncio.get_running_loop().time() + self.queue_wait_s
+        while True:
+            turn: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            waiters.append(turn)
+            try:
+                async with asyncio.timeout_at(deadline):
+                    await turn
+            except TimeoutError:
+                self.shed_if_saturated(target, priority, tenant_id)
+                return  # room appeared at the last moment
+            finally:
+                if turn in waiters:
+                    waiters.remove(turn)
+            if not self._saturated(target, priority):
+                return
+
+    def _saturated(self, target: Target, priority: int) -> bool:
+        if self.max_in_flight <= 0:
+            return False
         engines = self.router.ordered(target)
         allowance = in_flight_allowance(self.max_in_flight, priority)
         busy = max(self._admitted[target.base_model], sum(e.in_flight for e in engines))
-        if engines and busy >= allowance * len(engines):
-            ADMISSION_REJECTIONS.labels("engine_concurrency", self.labeler(tenant_id)).inc()
-            raise Overloaded("1")
+        return bool(engines) and busy >= allowance * len(engines)
+
+    def _leave(self, target: Target) -> None:
+        """A request ended: its place goes to the oldest waiter, if any."""
+        self._admitted[target.base_model] -= 1
+        waiters = self._waiters.get(target.base_model)
+        while waiters:
+            turn = waiters.popleft()
+            if not turn.done():
+                turn.set_result(None)
+                break
 
     def estimate_ttft_s(self, target: Target, prompt_tokens: int) -> float | None:
         """The TTFT a new request for `target` would see now, from the engines' load."""
@@ -95,7 +137,7 @@ class AdmissionGate:
         max_tokens: int,
     ) -> Ticket | None:
         """A ticket for the request, or the refusal (429/503 with Retry-After) raised."""
-        self.shed_if_saturated(target, limits.get("priority", 0), tenant_id)
+        await self.wait_for_room(target, limits.get("priority", 0), tenant_id)
         self._admitted[target.base_model] += 1  # `hold` gives it back when the request ends
         if self.admission is None:
             return None
@@ -109,7 +151,7 @@ class AdmissionGate:
                 estimated_ttft_s=self.estimate_ttft_s(target, prompt_tokens),
             )
         except BaseException:
-            self._admitted[target.base_model] -= 1
+            self._leave(target)
             raise
 
     @contextlib.asynccontextmanager
@@ -123,7 +165,7 @@ class AdmissionGate:
             async with self.admission.hold(ticket):
                 yield
         finally:
-            self._admitted[target.base_model] -= 1
+            self._leave(target)
 
     def observe(
         self, engine_id: str | None, service_s: float, prompt_tokens: int, ttft_s: float | None

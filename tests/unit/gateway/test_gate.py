@@ -120,3 +120,26 @@ def test_ending_a_request_gives_its_place_back() -> None:
         await gate.admit(uuid.uuid4(), {"priority": 1}, "r3", **args)  # type: ignore[arg-type]
 
     asyncio.run(scenario())
+
+
+def test_at_the_cap_a_request_waits_for_a_place_then_is_shed_after_the_wait() -> None:
+    gate = _gate(in_flight=0, cap=1)
+    gate.queue_wait_s = 0.2
+    args = dict(stream=True, target=TARGET, prompt_tokens=1, max_tokens=1)
+
+    async def scenario() -> tuple[bool, bool]:
+        first = await gate.admit(uuid.uuid4(), {"priority": 1}, "r1", **args)  # type: ignore[arg-type]
+        waiting = asyncio.create_task(gate.admit(uuid.uuid4(), {"priority": 1}, "r2", **args))  # type: ignore[arg-type]
+        await asyncio.sleep(0.05)
+        assert not waiting.done()  # queued, not refused
+        async with gate.hold(first, TARGET):
+            pass  # the first request ends: its place goes to the waiter
+        await waiting
+        try:
+            await gate.admit(uuid.uuid4(), {"priority": 1}, "r3", **args)  # type: ignore[arg-type]
+        except Overloaded:
+            return True, True
+        return True, False
+
+    got_in, third_shed = asyncio.run(scenario())
+    assert got_in and third_shed
