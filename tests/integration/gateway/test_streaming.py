@@ -29,12 +29,19 @@ LONG = {
 def test_slow_reader_gets_coalesced_events_then_slow_client_and_the_engine_stops(
     served: Served,
 ) -> None:
-    sock = raw_stream_request(served.url, served.key, LONG)
-    time.sleep(2)  # read nothing while the engine generates: the socket buffers fill, then ours
-    stopped_after = wait_until_idle(served.engine.url, 60)
-    assert stopped_after is not None, "the engine request was not aborted"
-    events = parse_events(read_all(sock))
-    sock.close()
+    # The generated model may end a reply early (EOS) before the buffers fill; such a reply
+    # ends with [DONE] and says nothing about slow readers, so another prompt is tried.
+    for prompt in ("Once upon a time", "The list of numbers goes on:", "Tell me more"):
+        body = {**LONG, "messages": [{"role": "user", "content": prompt}]}
+        sock = raw_stream_request(served.url, served.key, body)
+        time.sleep(2)  # read nothing while the engine generates: socket buffers fill, then ours
+        stopped_after = wait_until_idle(served.engine.url, 60)
+        assert stopped_after is not None, "the engine request was not aborted"
+        events = parse_events(read_all(sock))
+        sock.close()
+        if events[-1].data != "[DONE]":
+            break
+    assert events[-1].data != "[DONE]", "every reply ended before the buffers filled"
     payloads = [e.json() for e in events]
     assert "error" in payloads[-1] and payloads[-1]["error"]["code"] == "slow_client"
     texts = [p["choices"][0]["delta"].get("content", "") for p in payloads[:-1] if p.get("choices")]
