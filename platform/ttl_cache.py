@@ -44,10 +44,6 @@ class TtlCache(Generic[K, V]):
         # Shielded: one caller giving up must not cancel the load the others wait for.
         return await asyncio.shield(pending)
 
-    def forget(self, key: K) -> None:
-        """Drop one entry (the next get loads it again)."""
-        self._values.pop(key, None)
-
     def forget_where(self, predicate: Callable[[K, V], bool]) -> None:
         """Drop every entry for which `predicate(key, value)` holds."""
         for key in [k for k, (_, v) in self._values.items() if predicate(k, v)]:
