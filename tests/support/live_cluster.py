@@ -20,10 +20,11 @@ BASE = "tiny"
 
 @dataclass
 class FakeFacts:
-    """Version facts and tenant plans held in memory."""
+    """Version facts, tenant plans and the versions pinned aliases point at, in memory."""
 
     versions: dict[uuid.UUID, VersionFacts] = field(default_factory=dict)
     plans: dict[uuid.UUID, TenantPlan] = field(default_factory=dict)
+    pinned: set[uuid.UUID] = field(default_factory=set)
 
     async def version(self, version_id: uuid.UUID) -> VersionFacts | None:
         """The version, if added."""
@@ -32,6 +33,10 @@ class FakeFacts:
     async def plan(self, tenant_id: uuid.UUID) -> TenantPlan:
         """The tenant's plan, or an unlimited one."""
         return self.plans.get(tenant_id, TenantPlan(cold_loads_per_minute=None, max_pins=4))
+
+    async def pinned_versions(self) -> frozenset[uuid.UUID]:
+        """What the test pinned through "aliases"."""
+        return frozenset(self.pinned)
 
 
 class Cluster:

@@ -6,12 +6,13 @@ from uuid import UUID
 
 from advanced_alchemy.repository import SQLAlchemyAsyncRepository
 from advanced_alchemy.service import SQLAlchemyAsyncRepositoryService
-from sqlalchemy import select
+from sqlalchemy import func, select
 
 from loraplex.control.adapters.schemas import AliasOut
 from loraplex.control.audit.service import record
-from loraplex.db.models import Adapter, AdapterAlias, AdapterVersion, VersionStatus
-from loraplex.errors import Conflict, InvalidInput, NotFound
+from loraplex.control.tenants.service import limits_of
+from loraplex.db.models import Adapter, AdapterAlias, AdapterVersion, Tenant, VersionStatus
+from loraplex.errors import Conflict, InvalidInput, NotFound, QuotaExceeded
 
 RESERVED_ALIAS = "v"  # "v<N>" addresses a version number in `model` strings
 
@@ -110,6 +111,57 @@ class AliasService(SQLAlchemyAsyncRepositoryService[AdapterAlias]):
         )
         return alias
 
+    async def pin(self, adapter: Adapter, name: str, actor: str) -> AdapterAlias:
+        """Keep the alias's versions resident, within the plan's `pinned_adapters`."""
+        alias = await self.named(adapter, name)
+        if alias.pinned:
+            return alias
+        await self._check_pin_quota(adapter.tenant_id)
+        alias.pinned = True
+        return await self._record_pin(adapter, alias, actor)
+
+    async def unpin(self, adapter: Adapter, name: str, actor: str) -> AdapterAlias:
+        """Let the alias's versions be evicted again."""
+        alias = await self.named(adapter, name)
+        if not alias.pinned:
+            return alias
+        alias.pinned = False
+        return await self._record_pin(adapter, alias, actor)
+
+    async def _record_pin(self, adapter: Adapter, alias: AdapterAlias, actor: str) -> AdapterAlias:
+        alias = await self.update(alias)
+        record(
+            self.repository.session,
+            actor,
+            "alias.pin" if alias.pinned else "alias.unpin",
+            alias,
+            tenant_id=adapter.tenant_id,
+            adapter=adapter.name,
+            alias=alias.name,
+        )
+        return alias
+
+    async def _check_pin_quota(self, tenant_id: UUID) -> None:
+        session = self.repository.session
+        # Two pins of one tenant at once would both count the same pins and both pass:
+        # the tenant row's lock makes them take turns until the first one commits.
+        await session.execute(select(Tenant.id).where(Tenant.id == tenant_id).with_for_update())
+        limit = (await limits_of(session, tenant_id)).get("pinned_adapters")
+        if limit is None:
+            return
+        used = await session.scalar(
+            select(func.count())
+            .select_from(AdapterAlias)
+            .join(Adapter, Adapter.id == AdapterAlias.adapter_id)
+            .where(Adapter.tenant_id == tenant_id, AdapterAlias.pinned)
+        )
+        if (used or 0) >= limit:
+            raise QuotaExceeded(
+                f"the plan allows {limit} pinned adapters (pinned_adapters) and the tenant "
+                f"has {used or 0} pinned; unpin an alias first",
+                param="alias",
+            )
+
     async def remove(self, adapter: Adapter, name: str, actor: str) -> None:
         """Delete an alias."""
         alias = await self.named(adapter, name)
@@ -152,6 +204,7 @@ class AliasService(SQLAlchemyAsyncRepositoryService[AdapterAlias]):
             previous_version=numbers.get(alias.previous_version_id),
             canary_version=numbers.get(alias.canary_version_id),
             canary_weight=alias.canary_weight,
+            pinned=alias.pinned,
             updated_at=alias.updated_at,
         )
 

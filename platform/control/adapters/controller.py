@@ -225,6 +225,20 @@ class AdapterController(Controller):
         )
         return await aliases.to_out(updated)
 
+    @put(ALIAS + "/pin", operation_id="PinAdapterAlias", opt=access.tenant())
+    async def pin_alias(
+        self, target: Adapter, alias: str, aliases: AliasService, principal: Principal
+    ) -> AliasOut:
+        """Keep the alias's version (and canary) resident on engines, within the plan's pins."""
+        return await aliases.to_out(await aliases.pin(target, alias, principal.actor))
+
+    @delete(ALIAS + "/pin", operation_id="UnpinAdapterAlias", opt=access.tenant(), status_code=200)
+    async def unpin_alias(
+        self, target: Adapter, alias: str, aliases: AliasService, principal: Principal
+    ) -> AliasOut:
+        """Let the alias's versions be evicted again."""
+        return await aliases.to_out(await aliases.unpin(target, alias, principal.actor))
+
     @delete(ALIAS, operation_id="DeleteAdapterAlias", opt=access.tenant())
     async def delete_alias(
         self, target: Adapter, alias: str, aliases: AliasService, principal: Principal

@@ -73,6 +73,7 @@ class AliasOut(Output):
     previous_version: int | None
     canary_version: int | None
     canary_weight: int
+    pinned: bool  # kept resident on engines (the plan's `pinned_adapters` counts these)
     updated_at: datetime
 
 

@@ -1,7 +1,9 @@
 """`/api/v1/placement`: the live placement map, and pins (operators only).
 
-The map is this API replica's view (its policy cores, fed by its health poller). Pins live
-in the process too: they hold until unpinned or the process restarts.
+The map is this API replica's view (its policy cores, fed by its health poller). Operator
+pins live in the process too: they hold until unpinned or the process restarts. Tenants pin
+aliases instead (`PUT .../aliases/{alias}/pin`), stored in the database and followed by every
+replica; the map's `pinned` shows both.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ import enum
 from typing import Any
 from uuid import UUID
 
-from sqlalchemy import JSON, BigInteger, ForeignKey, String, UniqueConstraint
+from sqlalchemy import JSON, BigInteger, ForeignKey, String, UniqueConstraint, false
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from loraplex.db.models.base_models import BaseModel
@@ -72,7 +72,11 @@ class AdapterVersion(Base):
 
 
 class AdapterAlias(Base):
-    """A movable name (`prod`, `staging`, ...) for a version, with an optional canary."""
+    """A movable name (`prod`, `staging`, ...) for a version, with an optional canary.
+
+    A pinned alias keeps its version (and its canary's) resident on the engines that load
+    it; the pin follows the alias when it moves (serving/live/placement.py).
+    """
 
     __tablename__ = "adapter_aliases"
     __table_args__ = (UniqueConstraint("adapter_id", "name"),)
@@ -89,3 +93,4 @@ class AdapterAlias(Base):
         ForeignKey("adapter_versions.id", ondelete="SET NULL"), default=None
     )
     canary_weight: Mapped[int] = mapped_column(default=0)  # percent of traffic, 0-100
+    pinned: Mapped[bool] = mapped_column(default=False, server_default=false())

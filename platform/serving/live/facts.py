@@ -1,7 +1,8 @@
 """What live placement knows about adapter versions and tenants, read from the database.
 
 Versions are immutable, so their facts are cached for the life of the process; a tenant's
-plan comes through a short-lived limits cache (the gateway's `TenantLimits.get`).
+plan comes through a short-lived limits cache (the gateway's `TenantLimits.get`). The
+versions pinned through aliases change whenever an alias moves, so they are read afresh.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from uuid import UUID
 
 from sqlalchemy import select
 
+from loraplex.db.models import AdapterAlias
 from loraplex.db.models import AdapterVersion as VersionRow
 from loraplex.serving.policy import AdapterVersion, TenantPlan
 
@@ -45,6 +47,10 @@ class FactsSource(Protocol):
 
     async def plan(self, tenant_id: UUID) -> TenantPlan:
         """What the tenant's plan says about serving."""
+        ...
+
+    async def pinned_versions(self) -> frozenset[UUID]:
+        """Versions pinned aliases point at now: each one's target and canary."""
         ...
 
 
@@ -96,3 +102,12 @@ class DbFacts:
     async def plan(self, tenant_id: UUID) -> TenantPlan:
         """The tenant's plan, from its effective limits."""
         return plan_from_limits(await self._limits_of(tenant_id))
+
+    async def pinned_versions(self) -> frozenset[UUID]:
+        """Targets and canaries of every pinned alias (the plan was checked when pinning)."""
+        query = select(AdapterAlias.version_id, AdapterAlias.canary_version_id).where(
+            AdapterAlias.pinned
+        )
+        async with self._session_factory() as session:
+            rows = (await session.execute(query)).all()
+        return frozenset(v for row in rows for v in row if v is not None)

@@ -10,7 +10,9 @@ core (`request_finished`), which protects the adapter from eviction until then.
 A background loop keeps the core in step with the engines: engines joining and leaving
 rotation, and what each engine reports loaded (`reconcile`: an engine restart, SGLang's own
 LRU evictions and its silent re-loads). Alias moves seen by the `AliasWatcher` prefetch the
-new version where the old one is loaded (`promote`).
+new version where the old one is loaded (`promote`). Every few seconds the loop also reads
+which versions pinned aliases point at and pins them, unpinning what no alias holds any
+more (`sync_pins`, pins.py), so a pin follows its alias and every replica pins the same.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from loraplex.serving.live.errors import ColdLoadLimited, PlacementDeferred
 from loraplex.serving.live.facts import FactsSource, VersionFacts
 from loraplex.serving.live.hints import AliasWatcher
 from loraplex.serving.live.ops import OpsRouter
+from loraplex.serving.live.pins import PinChanges, Pins
 from loraplex.serving.live.pool import Pool, Ticket
 from loraplex.serving.live.runner import ActionRunner
 from loraplex.serving.live.view import snapshot
@@ -63,6 +66,7 @@ class LiveConfig:
     running_per_gpu_slot: int = 2  # engine queue bound: in flight per GPU slot
     disk_budget_bytes: int = 10 * 2**30
     reconcile_every_s: float = 2.0
+    pin_sync_every_s: float = 5.0  # how often pinned aliases are read from the database
     # An engine's adapter list may have been read before one of our unloads finished;
     # for this long a just-unloaded name in a report is taken as stale, not as a re-load.
     unload_grace_s: float = 10.0
@@ -98,7 +102,7 @@ class LivePlacement:
         self.plans: dict[str, TenantPlan] = {}
         self.policy = replace(config.policy, plans=self.plans)  # the dict stays live
         self.pools: dict[str, Pool] = {}
-        self.pins: set[str] = set()
+        self.pins = Pins()
         self.versions: dict[str, VersionFacts] = {}
         self.runner = ActionRunner(self)
         self._ids = itertools.count(1)
@@ -245,8 +249,8 @@ class LivePlacement:
         key = str(facts.version_id)
         if key not in pool.core.cluster.versions:
             pool.core.cluster.add_version(facts.for_policy())
-            if key in self.pins:
-                pool.core.pin(key)
+            if key in self.pins:  # held to the plan by pin() or the control plane
+                pool.core.pin(key, within_plan=False)
 
     def reconcile(self, pool: Pool, node_id: str) -> None:
         """Align the core with what the engine reports loaded (via the health poller)."""
@@ -266,12 +270,32 @@ class LivePlacement:
         self.dispatch(pool, node_id)
 
     async def reconcile_all(self) -> None:
-        """One round: sync every pool with rotation, reconcile every engine, learn new names."""
+        """One round: sync every pool with rotation, reconcile every engine, learn new names.
+
+        Then, at most every `pin_sync_every_s`, follow the pinned aliases (`sync_pins`).
+        """
         for pool in list(self.pools.values()):
             self.pool(pool.base_model)
             for node_id in list(pool.nodes):
                 await self._learn(pool, node_id)
                 self.reconcile(pool, node_id)
+        if self.pins.aliases_due(self.clock(), self.config.pin_sync_every_s):
+            await self.sync_pins()
+
+    async def sync_pins(self) -> None:
+        """Pin what pinned aliases point at now (target and canary); unpin what they left."""
+        versions = await self.facts.pinned_versions()
+        changes = self.pins.follow_aliases(frozenset(map(str, versions)), self.clock())
+        for key in changes.pinned:
+            await self._know(UUID(key))  # so an engine reporting it loaded registers it pinned
+        self._apply_pins(changes)
+
+    def _apply_pins(self, changes: PinChanges) -> None:
+        for pool in self.pools.values():
+            for key in changes.pinned & pool.core.cluster.versions.keys():
+                pool.core.pin(key, within_plan=False)
+            for key in changes.unpinned:
+                pool.core.unpin(key)
 
     async def _learn(self, pool: Pool, node_id: str) -> None:
         """Read facts of versions an engine holds that this process has not seen (restart)."""
@@ -295,29 +319,30 @@ class LivePlacement:
                 self.runner.apply(pool, action.node_id, [action])
 
     async def pin(self, version_id: UUID) -> bool:
-        """Pin a version (never evicted); False when the tenant's plan allows no more pins.
+        """Operator pin of a version (never evicted); False when the plan allows no more.
 
-        Pins live in this process (not the database): they hold until unpinned or restart.
+        Operator pins live in this process (not the database): they hold until unpinned or
+        restart. Tenants pin aliases instead, in the database (`sync_pins`).
         """
         facts = await self._know(version_id)
         if facts is None:
             raise NotFound("adapter version not found")
         plan = self.plans[str(facts.tenant_id)] = await self.facts.plan(facts.tenant_id)
         key = str(version_id)
-        mine = [v for v in self.pins if self.versions[v].tenant_id == facts.tenant_id]
-        if key not in self.pins and len(mine) >= plan.max_pins:
+        operator = self.pins.by_operator
+        mine = [v for v in operator if self.versions[v].tenant_id == facts.tenant_id]
+        if key not in operator and len(mine) >= plan.max_pins:
             return False
-        self.pins.add(key)
-        for pool in self.pools.values():
-            if key in pool.core.cluster.versions:
-                pool.core.pin(key)
+        operator.add(key)
+        self._apply_pins(PinChanges(pinned=frozenset({key}), unpinned=frozenset()))
         return True
 
     def unpin(self, version_id: UUID) -> None:
-        """Let a version be evicted again."""
-        self.pins.discard(str(version_id))
-        for pool in self.pools.values():
-            pool.core.unpin(str(version_id))
+        """Drop an operator pin; the version stays pinned while a pinned alias points at it."""
+        key = str(version_id)
+        self.pins.by_operator.discard(key)
+        if key not in self.pins:
+            self._apply_pins(PinChanges(pinned=frozenset(), unpinned=frozenset({key})))
 
     # --- lifecycle --------------------------------------------------------------------------
 
@@ -342,7 +367,10 @@ class LivePlacement:
             try:
                 await self.reconcile_all()
                 if self.hints is not None:
-                    for old, new in await self.hints.moves():
+                    moves = await self.hints.moves()
+                    if moves:  # a moved pinned alias: move its pin before promote makes room
+                        await self.sync_pins()
+                    for old, new in moves:
                         await self.promote(old, new)
             except Exception:  # the loop must outlive one bad round
                 log.exception("placement reconcile round failed")

@@ -233,13 +233,17 @@ class PolicyCore:
         self.cluster.remove_node(node_id)
         self.placer.refresh()
 
-    def pin(self, version: VersionId) -> bool:
-        """Pin a version (never evicted) if its tenant's plan allows another pin."""
+    def pin(self, version: VersionId, *, within_plan: bool = True) -> bool:
+        """Pin a version (never evicted) if its tenant's plan allows another pin.
+
+        `within_plan=False` pins without counting: for pins the caller already held to the
+        plan (the live gateway's pinned aliases, counted by the control plane per alias).
+        """
         tenant = self.cluster.versions[version].tenant_id
         used = sum(1 for v in self.cluster.pinned if self.cluster.versions[v].tenant_id == tenant)
         if version in self.cluster.pinned:
             return True
-        if used >= self.config.plan(tenant).max_pins:
+        if within_plan and used >= self.config.plan(tenant).max_pins:
             return False
         self.cluster.pinned.add(version)
         return True
