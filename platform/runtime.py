@@ -70,7 +70,7 @@ def live_placement(state: Any, settings: Settings, sessions: Any) -> LivePlaceme
     )
     return LivePlacement(
         state.registry,
-        OpsRouter(LocalOps(state.disk_cache)),
+        OpsRouter(LocalOps(state.disk_cache), agent_token=settings.agent_token),
         DbFacts(sessions, state.tenant_limits.get),
         config,
         hints=AliasWatcher(sessions),

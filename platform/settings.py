@@ -64,6 +64,9 @@ class Settings:
     # Security.
     secret_key: str = "dev-only-change-me"  # signs sessions and CSRF tokens
     api_key_prefix: str = "lpx"
+    # Shared bearer token between API processes and `loraplex agent`s; empty: the agent
+    # serves loopback only (see serving/agent_app.py).
+    agent_token: str = ""
 
     # Serving.
     engines: tuple[EngineEndpoint, ...] = field(default_factory=tuple)

@@ -4,17 +4,26 @@ One agent runs beside each engine in a multi-node deployment (`loraplex agent`).
 node's disk cache (byte budget, pulls from the object store with sha256 checks) and does the
 same work the API process does in-process in single-node mode, through the same `LocalOps`.
 The gateway calls it when the engine's row has an `agent_url`.
+
+Whoever reaches the agent can make the engine load and unload adapters, so every route asks
+for the shared `LORAPLEX_AGENT_TOKEN` as a bearer token (`AgentOps` sends it). Without a
+token the agent serves only on a loopback address (one machine, for development).
 """
 
 from __future__ import annotations
 
+import hmac
+import ipaddress
 import uuid
 from typing import Any
 
 import msgspec
 from litestar import Litestar, get, post
+from litestar.connection import ASGIConnection
+from litestar.handlers.base import BaseRouteHandler
+from litestar.types import Guard
 
-from loraplex.errors import InvalidInput, exception_handlers
+from loraplex.errors import InvalidInput, Unauthenticated, exception_handlers
 from loraplex.serving.live.facts import VersionFacts
 from loraplex.serving.live.ops import LocalOps
 from loraplex.serving.loader import engine_adapter_name, version_id_of
@@ -38,8 +47,55 @@ class UnloadIn(msgspec.Struct, frozen=True):
     name: str
 
 
-def create_agent_app(handle: EngineHandle, ops: LocalOps) -> Litestar:
-    """The agent app for one engine (its handle) and this node's disk cache (in `ops`)."""
+class AgentExposed(ValueError):
+    """The agent would listen beyond loopback with no token to check."""
+
+
+def check_bind(host: str, token: str) -> None:
+    """Refuse to serve a non-loopback address without a token (AgentExposed says why)."""
+    if token or is_loopback(host):
+        return
+    raise AgentExposed(
+        f"refusing to serve the agent on {host} without a token: anyone who reaches it could "
+        "load and unload adapters. Set LORAPLEX_AGENT_TOKEN here and on the API processes, "
+        "or bind to 127.0.0.1."
+    )
+
+
+def is_loopback(host: str) -> bool:
+    """Whether `host` is a loopback address (or `localhost`)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False  # a host name may resolve anywhere
+
+
+def bearer_guard(token: str) -> Guard:
+    """A guard answering 401 unless the request carries `Authorization: Bearer <token>`."""
+    expected = token.encode()
+
+    def guard(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
+        scheme, _sep, presented = connection.headers.get("authorization", "").partition(" ")
+        # compare_digest: the time taken must not tell how much of a guess was right
+        if scheme.lower() != "bearer" or not hmac.compare_digest(
+            presented.strip().encode(), expected
+        ):
+            raise Unauthenticated(
+                "missing or wrong agent token (Authorization: Bearer <LORAPLEX_AGENT_TOKEN>)",
+                headers={"WWW-Authenticate": "Bearer"},
+            )
+
+    return guard
+
+
+def create_agent_app(handle: EngineHandle, ops: LocalOps, token: str = "") -> Litestar:
+    """The agent app for one engine (its handle) and this node's disk cache (in `ops`).
+
+    With a `token`, every route requires it as a bearer token; without one, the caller
+    must bind to loopback only (`check_bind`).
+    """
 
     @post("/load", status_code=200)
     async def load(data: LoadIn) -> dict[str, Any]:
@@ -74,6 +130,7 @@ def create_agent_app(handle: EngineHandle, ops: LocalOps) -> Litestar:
 
     return Litestar(
         [load, unload, adapters],
+        guards=[bearer_guard(token)] if token else [],
         exception_handlers=exception_handlers(),
         on_shutdown=[close],
     )

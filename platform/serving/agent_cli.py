@@ -13,7 +13,10 @@ import click
     "--engine-kind", type=click.Choice(["vllm", "sglang"]), default="sglang", show_default=True
 )
 @click.option(
-    "--host", default="127.0.0.1", show_default=True, help="The node's private address; no auth."
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Bind address; beyond loopback LORAPLEX_AGENT_TOKEN must be set.",
 )
 @click.option("--port", type=int, default=8200, show_default=True)
 @click.option(
@@ -36,12 +39,13 @@ def agent(
     """Serve /load, /unload and /adapters for this node's engine; own its disk cache.
 
     The object store comes from the usual LORAPLEX_* settings. Register the engine with
-    `agent_url` pointing here and the gateway loads and unloads through this agent.
+    `agent_url` pointing here and the gateway loads and unloads through this agent; callers
+    must send LORAPLEX_AGENT_TOKEN as a bearer token.
     """
     import uvicorn
 
     from loraplex.api.deps import open_object_store
-    from loraplex.serving.agent_app import create_agent_app
+    from loraplex.serving.agent_app import AgentExposed, check_bind, create_agent_app
     from loraplex.serving.disk_cache import DiskCache
     from loraplex.serving.engines import make_driver
     from loraplex.serving.live.ops import LocalOps
@@ -49,6 +53,10 @@ def agent(
     from loraplex.settings import Settings
 
     settings = Settings.from_env()
+    try:
+        check_bind(host, settings.agent_token)
+    except AgentExposed as exc:
+        raise click.UsageError(str(exc)) from exc
     cache = DiskCache(
         cache_dir or settings.data_dir / "cache",
         cache_bytes or settings.disk_cache_bytes,
@@ -66,4 +74,5 @@ def agent(
         driver=make_driver(engine_kind, engine_url),
         healthy=True,
     )
-    uvicorn.run(create_agent_app(handle, LocalOps(cache)), host=host, port=port)
+    app = create_agent_app(handle, LocalOps(cache), settings.agent_token)
+    uvicorn.run(app, host=host, port=port)

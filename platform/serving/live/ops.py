@@ -8,6 +8,7 @@ the node disk cache plus the engine driver. `AgentOps` asks the node's agent ove
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable, Collection
 from typing import Protocol
@@ -109,14 +110,20 @@ class AgentOps:
     """Loads through the node's `loraplex agent`, which owns that node's disk cache.
 
     The agent pulls a version from the object store as part of `/load` and keeps its own
-    cache within its budget, so the policy's disk-tier actions are no-ops here.
+    cache within its budget, so the policy's disk-tier actions are no-ops here. Each request
+    carries the shared agent token (`LORAPLEX_AGENT_TOKEN`) when one is set.
     """
 
     def __init__(
-        self, agent_url: str, timeout_s: float = 120.0, http: httpx.AsyncClient | None = None
+        self,
+        agent_url: str,
+        timeout_s: float = 120.0,
+        http: httpx.AsyncClient | None = None,
+        token: str = "",
     ) -> None:
         self.agent_url = agent_url.rstrip("/")
         self._http = http or httpx.AsyncClient(base_url=self.agent_url, timeout=timeout_s)
+        self._auth = {"Authorization": f"Bearer {token}"} if token else {}
 
     async def fetch(self, handle: EngineHandle, facts: VersionFacts) -> None:
         """Nothing to do: `/load` pulls on a miss."""
@@ -150,7 +157,7 @@ class AgentOps:
 
     async def _post(self, path: str, body: dict[str, object]) -> dict[str, object]:
         try:
-            response = await self._http.post(path, json=body)
+            response = await self._http.post(path, json=body, headers=self._auth)
         except httpx.HTTPError as exc:
             raise EngineUnavailable(f"agent {self.agent_url} unreachable: {exc}") from exc
         if response.status_code >= 400:
@@ -162,9 +169,14 @@ class AgentOps:
 class OpsRouter:
     """The ops for an engine: its agent's when it has one, the in-process ones otherwise."""
 
-    def __init__(self, local: LocalOps, agent: Callable[[str], AgentOps] = AgentOps) -> None:
+    def __init__(
+        self,
+        local: LocalOps,
+        agent: Callable[[str], AgentOps] | None = None,
+        agent_token: str = "",
+    ) -> None:
         self.local = local
-        self._make_agent = agent
+        self._make_agent = agent or functools.partial(AgentOps, token=agent_token)
         self._agents: dict[str, AgentOps] = {}
 
     def for_engine(self, handle: EngineHandle) -> NodeOps:
