@@ -77,7 +77,9 @@ def create_app(settings: Settings | None = None) -> Litestar:
         app_name="loraplex",
         prefix="loraplex",
         group_path=True,
-        exclude=["/metrics", "/healthz", "/readyz"],
+        # Streamed inference is left out: this middleware's send wrapper would run on every
+        # SSE chunk, and the gateway counts those requests itself (loraplex_inference_*).
+        exclude=["/metrics", "/healthz", "/readyz", "^/v1/(chat/)?completions"],
     )
     return Litestar(
         route_handlers=[*CONTROLLERS, MetricsController],

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import os
 import secrets
 import statistics
@@ -22,6 +23,7 @@ import httpx
 
 from loraplex.adapters.facts import facts_to_json, read_base_model_facts
 from loraplex.bench.api import _operator_key
+from loraplex.bench.scrape import Buckets, quantile, read_histogram
 from loraplex.bench.server import api_process
 from loraplex.serving.engines.launcher import EngineConfig, start_engine
 from loraplex.settings import Settings
@@ -40,6 +42,8 @@ class Round:
     seconds: float
     ttfts: list[float]
     server_cpu_s: float = float("nan")  # CPU the gateway process spent (gateway path only)
+    # The gateway's own TTFT share, p50 in ms, as it measured it (gateway path only).
+    overhead_p50_ms: float = float("nan")
 
     @property
     def tokens_per_s(self) -> float:
@@ -90,6 +94,8 @@ async def _round(
     requests: int,
     max_tokens: int,
     server_pid: int | None = None,
+    stagger_s: float = 0.0,
+    metrics_url: str | None = None,
 ) -> Round:
     body = {
         "model": model,
@@ -108,13 +114,15 @@ async def _round(
     )
     async with httpx.AsyncClient(timeout=300, limits=limits) as client:
 
-        async def worker() -> None:
+        async def worker(start_after: float) -> None:
+            await asyncio.sleep(start_after)
             while not queue.empty():
                 queue.get_nowait()
                 results.append(await _one(client, url, headers, body))
 
+        overhead = _overhead(metrics_url)
         cpu_before, started = process_cpu_s(server_pid), time.perf_counter()
-        await asyncio.gather(*(worker() for _ in range(streams)))
+        await asyncio.gather(*(worker(stagger_s * i / streams) for i in range(streams)))
         seconds = time.perf_counter() - started
     return Round(
         path,
@@ -124,7 +132,15 @@ async def _round(
         seconds,
         [f for f, _ in results],
         process_cpu_s(server_pid) - cpu_before,
+        1000 * quantile(overhead, _overhead(metrics_url), 0.5) if metrics_url else math.nan,
     )
+
+
+def _overhead(metrics_url: str | None) -> Buckets:
+    """The gateway's `total` overhead histogram now (empty without a gateway)."""
+    if metrics_url is None:
+        return {}
+    return read_histogram(metrics_url, "loraplex_gateway_overhead_seconds", phase="total")
 
 
 def _setup(url: str, operator: str, engine: EngineConfig, served: str) -> str:
@@ -185,11 +201,22 @@ def _setup(url: str, operator: str, engine: EngineConfig, served: str) -> str:
     "--rounds", default=2, show_default=True, help="interleaved rounds per path and level"
 )
 @click.option(
+    "--stagger-s",
+    default=0.5,
+    show_default=True,
+    help="spread the streams' first requests over this long (0: all at once, in lockstep)",
+)
+@click.option(
     "--json", "json_path", type=click.Path(path_type=Path), default=Path("var/bench/gateway.json")
 )
 @click.pass_obj
 def bench_gateway(
-    settings: Settings, streams: str, max_tokens: int, rounds: int, json_path: Path
+    settings: Settings,
+    streams: str,
+    max_tokens: int,
+    rounds: int,
+    stagger_s: float,
+    json_path: Path,
 ) -> None:
     """Engine direct vs through the gateway: tokens/s and TTFT at several concurrencies."""
     engine = EngineConfig()
@@ -199,40 +226,41 @@ def bench_gateway(
     with api_process(replace(settings, admission_ttft_budget_s=1e9).to_env()) as (url, api_pid):
         key = _setup(url, operator, engine, info.served_model)
         results: list[Round] = []
-        # Per path: where to send, headers, and the HTTP server whose CPU is counted (the
-        # engine's own OpenAI frontend process, or the gateway).
+        # Per path: where to send, headers, the HTTP server whose CPU is counted (the
+        # engine's own OpenAI frontend process, or the gateway), and where the gateway
+        # publishes its own overhead histogram.
         paths = {
-            "direct": (f"{engine.url}/v1/chat/completions", {}, info.pid),
+            "direct": (f"{engine.url}/v1/chat/completions", {}, info.pid, None),
             "gateway": (
                 f"{url}/v1/chat/completions",
                 {"Authorization": f"Bearer {key}"},
                 api_pid,
+                url,
             ),
         }
         for level in [int(s) for s in streams.split(",")]:
             # vLLM's CPU engine compiles kernels for batch sizes it has not run yet: one
             # unmeasured wave per path and level, so neither path pays that in its numbers.
-            for target, headers, _ in paths.values():
+            for target, headers, _, _ in paths.values():
                 asyncio.run(
                     _round("warm-up", target, headers, info.served_model, level, level, max_tokens)
                 )
             requests = max(8, level * 3)
             for _ in range(rounds):
-                for name, (target, headers, pid) in paths.items():
-                    results.append(
-                        asyncio.run(
-                            _round(
-                                name,
-                                target,
-                                headers,
-                                info.served_model,
-                                level,
-                                requests,
-                                max_tokens,
-                                pid,
-                            )
-                        )
+                for name, (target, headers, pid, metrics_url) in paths.items():
+                    round_ = _round(
+                        name,
+                        target,
+                        headers,
+                        info.served_model,
+                        level,
+                        requests,
+                        max_tokens,
+                        pid,
+                        stagger_s if level > 1 else 0.0,
+                        metrics_url,
                     )
+                    results.append(asyncio.run(round_))
     table = _table(results)
     json_path.parent.mkdir(parents=True, exist_ok=True)
     json_path.write_text(
@@ -245,7 +273,8 @@ def _table(results: list[Round]) -> list[dict[str, float]]:
     click.echo(
         f"{'streams':>7} {'direct tok/s':>12} {'gateway tok/s':>13} {'kept':>6} "
         f"{'TTFT p50 direct':>15} {'gateway':>8} {'added':>7} "
-        f"{'TTFT p99 direct':>15} {'gateway':>8} {'server CPU µs/token direct':>26} {'gateway':>8}"
+        f"{'TTFT p99 direct':>15} {'gateway':>8} {'server CPU µs/token direct':>26} {'gateway':>8} "
+        f"{'gateway own p50':>15}"
     )
     for level in sorted({r.streams for r in results}):
         direct = [r for r in results if r.streams == level and r.path == "direct"]
@@ -262,6 +291,7 @@ def _table(results: list[Round]) -> list[dict[str, float]]:
         )
         d_cpu = statistics.median(1e6 * r.server_cpu_s / max(r.tokens, 1) for r in direct)
         g_cpu = statistics.median(1e6 * r.server_cpu_s / max(r.tokens, 1) for r in gateway)
+        own = statistics.median(r.overhead_p50_ms for r in gateway)
         rows.append(
             {
                 "streams": level,
@@ -275,11 +305,13 @@ def _table(results: list[Round]) -> list[dict[str, float]]:
                 "ttft_p50_added_ms": g50 - d50,
                 "ttft_p99_direct_ms": d99,
                 "ttft_p99_gateway_ms": g99,
+                "gateway_own_overhead_p50_ms": own,
             }
         )
         click.echo(
             f"{level:7d} {d_tps:12.0f} {g_tps:13.0f} {g_tps / d_tps:5.2f}x "
             f"{d50:13.1f}ms {g50:6.1f}ms "
-            f"{g50 - d50:+6.1f} {d99:13.1f}ms {g99:6.1f}ms {d_cpu:26.0f} {g_cpu:8.0f}"
+            f"{g50 - d50:+6.1f} {d99:13.1f}ms {g99:6.1f}ms {d_cpu:26.0f} {g_cpu:8.0f} "
+            f"{own:13.1f}ms"
         )
     return rows

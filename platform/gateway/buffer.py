@@ -34,7 +34,8 @@ class StreamBuffer:
     error: tuple[str, str] | None = None
     prompt_tokens: int = 0
     completion_tokens: int = 0
-    first_token_at: float | None = None
+    first_token_at: float | None = None  # the engine's first text reached the buffer
+    first_relayed_at: float | None = None  # the first text event went to the client
     _wake: asyncio.Event = field(default_factory=asyncio.Event)
 
     @property

@@ -118,11 +118,12 @@ class InferenceController(Controller):
 
 
 async def _run(request: Request[Any, Any, Any], principal: Principal, kind: Kind) -> Response[Any]:
+    received_at = time.monotonic()
     tenant_id = _tenant_of(principal)
     gateway: Gateway = request.app.state.gateway
     body = decode_body(await request.body(), kind)
     limits = await request.app.state.tenant_limits.get(tenant_id)
-    call = await gateway.prepare(tenant_id, body, limits)
+    call = await gateway.prepare(tenant_id, body, limits, received_at)
     headers = headers_of(call.ticket)
     if not call.stream:
         return Response(await gateway.complete(call), headers=headers)

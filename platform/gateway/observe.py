@@ -44,6 +44,22 @@ def record(job: Job, buffer: StreamBuffer, tenant: str, ended_at: float) -> None
         )
     if reason is not None:
         metrics.STREAM_ABORTS.labels(reason).inc()
+    _record_overhead(job, buffer)
+
+
+def _record_overhead(job: Job, buffer: StreamBuffer) -> None:
+    """The gateway's own phases of this request's TTFT, for those it reached."""
+    phases = {}
+    if job.received_at is not None:
+        phases["admission"] = job.started_at - job.received_at
+    if job.engine_sent_at is not None:
+        phases["routing"] = job.engine_sent_at - job.started_at
+    if buffer.first_token_at is not None and buffer.first_relayed_at is not None:
+        phases["relay"] = buffer.first_relayed_at - buffer.first_token_at
+    for phase, seconds in phases.items():
+        metrics.GATEWAY_OVERHEAD_SECONDS.labels(phase).observe(seconds)
+    if len(phases) == 3:
+        metrics.GATEWAY_OVERHEAD_SECONDS.labels("total").observe(sum(phases.values()))
 
 
 def adapter_load(tier: str, seconds: float, ok: bool = True) -> None:

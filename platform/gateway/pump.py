@@ -57,6 +57,8 @@ class Job:
     request: GenerateRequest  # rid and adapter are filled in per attempt
     limits: StreamLimits
     started_at: float
+    received_at: float | None = None  # the handler got the request (before resolution)
+    engine_sent_at: float | None = None  # the last attempt's request went to the engine
     engine_name: str = ""
     engine_id: str | None = None
     attempts: int = 0
@@ -113,6 +115,7 @@ async def _first_token(
                 else EngineUnavailable("no healthy engine serves this model")
             )
         job.attempts += 1
+        job.engine_sent_at = clock()
         live = _Live(prepared, job.request, job.attempts)
         ttft_deadline = min(clock() + job.limits.ttft_timeout_s, deadline_total)
         try:

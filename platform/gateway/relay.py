@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 
 from loraplex.gateway.buffer import StreamBuffer
@@ -29,6 +30,8 @@ async def encode_events(
         taken = buffer.take()
         if taken.text:
             event_id += 1
+            if buffer.first_relayed_at is None:
+                buffer.first_relayed_at = time.monotonic()
             yield encoder.text(event_id, taken.text)
         if taken.error:
             event_id += 1

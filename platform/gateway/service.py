@@ -60,6 +60,7 @@ class Call:
     resumable: bool = False
     request_id: str = ""
     ticket: Ticket | None = None  # admission: leases and the rate-limit headers
+    received_at: float | None = None  # monotonic; when the handler got the request
 
 
 class Gateway:
@@ -86,6 +87,7 @@ class Gateway:
         tenant_id: UUID,
         body: ChatCompletionRequest | CompletionRequest,
         tenant_limits: dict[str, int],
+        received_at: float | None = None,
     ) -> Call:
         """Resolve the model and check sizes; every refusal happens before an engine is touched."""
         resolution = await self.resolver.resolve(tenant_id, body.model)
@@ -128,6 +130,7 @@ class Gateway:
             prompt_tokens,
             bool(options and options.resumable),
             request_id=uuid.uuid4().hex[:24],
+            received_at=received_at,
         )
         call.ticket = await self.gate.admit(
             tenant_id,
@@ -144,7 +147,12 @@ class Gateway:
         """Start the engine pump for a prepared call."""
         prefix = "chatcmpl-" if call.kind == "chat" else "cmpl-"
         job = Job(
-            prefix + call.request_id, call.target, call.request, self.limits, time.monotonic()
+            prefix + call.request_id,
+            call.target,
+            call.request,
+            self.limits,
+            time.monotonic(),
+            received_at=call.received_at,
         )
         buffer = StreamBuffer(max_bytes=self.limits.buffer_bytes)
         task = asyncio.create_task(self._run(job, buffer, call))

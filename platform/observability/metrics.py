@@ -30,6 +30,13 @@ TPOT_BUCKETS = (0.002, 0.005, 0.01, 0.015, 0.02, 0.03, 0.05, 0.075, 0.1, 0.2, 0.
 # store of a high-rank adapter takes seconds to minutes.
 LOAD_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
 
+# The gateway's own share of TTFT: sub-millisecond on an idle gateway, tens of ms when a
+# burst of requests queues on its event loop.
+OVERHEAD_BUCKETS = (
+    0.0005, 0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.03, 0.05, 0.075, 0.1,
+    0.25, 0.5, 1.0, 2.5,
+)  # fmt: skip
+
 INFERENCE_REQUESTS = Counter(
     "loraplex_inference_requests",
     "Inference requests answered, by tenant, base model and HTTP status.",
@@ -40,6 +47,15 @@ TTFT_SECONDS = Histogram(
     "Time from request arrival to the first generated token.",
     ["model"],
     buckets=TTFT_BUCKETS,
+)
+GATEWAY_OVERHEAD_SECONDS = Histogram(
+    "loraplex_gateway_overhead_seconds",
+    "Time a request spends in the gateway itself, by phase: admission (handler to the engine "
+    "side: resolution, sizes, quotas), routing (engine choice, adapter placement and loads, "
+    "to the engine request), relay (the engine's first text to the client's first event). "
+    "For a warm adapter their sum (phase total) is what the gateway adds to TTFT.",
+    ["phase"],
+    buckets=OVERHEAD_BUCKETS,
 )
 TPOT_SECONDS = Histogram(
     "loraplex_tpot_seconds",

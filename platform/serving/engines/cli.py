@@ -65,6 +65,14 @@ def engine() -> None:
     show_default=True,
     help="Adapters held in host memory (vLLM --max-cpu-loras).",
 )
+@click.option(
+    "--nice",
+    type=click.IntRange(0, 19),
+    default=_DEFAULTS.nice,
+    show_default=True,
+    help="CPU priority of the engine (0 normal, 19 lowest): below the API, Redis and "
+    "PostgreSQL on a shared machine.",
+)
 @_state_dir_option
 def start(
     model_dir: Path,
@@ -72,6 +80,7 @@ def start(
     max_lora_rank: int,
     max_loras: int,
     max_cpu_loras: int,
+    nice: int,
     state_dir: Path,
 ) -> None:
     """Install (first time) and start the engine, or reuse the healthy one; print its URL."""
@@ -82,6 +91,7 @@ def start(
         max_lora_rank=max_lora_rank,
         max_loras=max_loras,
         max_cpu_loras=max_cpu_loras,
+        nice=nice,
     )
     try:
         info = start_engine(config, say=lambda line: click.echo(line, err=True))

@@ -56,8 +56,12 @@ def make_client(url: str, timeouts: DriverTimeouts, max_streams: int = 256) -> h
         # Idle connections are dropped before the engine's own keep-alive timeout (uvicorn's
         # default, used by vLLM and SGLang, is 5 s): reusing one the engine just closed fails
         # the request with ReadError, which would look like a dead engine.
+        # As many idle connections are kept as streams may run: a smaller pool closes and
+        # reopens connections after every burst of streams.
         limits=httpx.Limits(
-            max_connections=max_streams, max_keepalive_connections=64, keepalive_expiry=2.0
+            max_connections=max_streams,
+            max_keepalive_connections=max_streams,
+            keepalive_expiry=2.0,
         ),
     )
 

@@ -50,6 +50,12 @@ class EngineConfig:
     venv: Path = Path(".venv-engine")
     state_dir: Path = Path("var/engine")
     startup_timeout_s: float = 600.0
+    # CPU priority of the engine's processes (0 = normal, 19 = lowest). vLLM's EngineCore
+    # busy-waits (sched_yield) on the worker while a batch runs; on a machine the API, Redis
+    # and PostgreSQL share with it, that starved them for seconds (rate-limiter timeouts,
+    # requests queued on the API's event loop). At a lower priority it takes the CPU the
+    # platform leaves, which on an idle platform is all of it.
+    nice: int = 10
 
     @property
     def url(self) -> str:
@@ -245,6 +251,7 @@ def _spawn(config: EngineConfig, say: Say) -> EngineInfo:
             stderr=subprocess.STDOUT,
             env=server_env(config, os.environ),
             start_new_session=True,  # its own process group, so `stop` ends its workers too
+            preexec_fn=lower_priority(config.nice),
         )
     config.pid_file.write_text(str(process.pid))
     say(f"engine starting (pid {process.pid}), log in {config.log_file}")
@@ -264,6 +271,17 @@ def _info_for(config: EngineConfig, pid: int, startup_s: float = 0.0) -> EngineI
         log_file=str(config.log_file),
         startup_s=startup_s,
     )
+
+
+def lower_priority(nice: int) -> Callable[[], None] | None:
+    """A pre-exec hook giving the engine (and the workers it spawns) priority `nice`."""
+    if nice <= 0:
+        return None
+
+    def lower() -> None:
+        os.nice(nice)
+
+    return lower
 
 
 def _wait_healthy(

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 from click.testing import CliRunner
@@ -12,6 +14,7 @@ from loraplex.serving.engines.launcher import (
     CUDA_ONLY_EXTRAS,
     EngineConfig,
     install_steps,
+    lower_priority,
     read_pid,
     server_command,
     server_env,
@@ -75,3 +78,17 @@ def test_status_of_a_stopped_engine_exits_nonzero(tmp_path):
     result = CliRunner().invoke(engine, ["status", "--state-dir", str(tmp_path)])
     assert result.exit_code == 1
     assert "not running" in result.output
+
+
+def test_the_engine_runs_below_the_platforms_cpu_priority():
+    """vLLM's busy-waiting must not starve the API, Redis and PostgreSQL beside it."""
+    assert EngineConfig().nice > 0
+    printed = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.nice(0))"],
+        preexec_fn=lower_priority(5),
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert int(printed) == os.nice(0) + 5
+    assert lower_priority(0) is None

@@ -8,11 +8,16 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from prometheus_client import Histogram
 
+from loraplex.gateway import observe
 from loraplex.gateway.buffer import StreamBuffer
 from loraplex.gateway.pump import Job, StreamLimits, pump
+from loraplex.gateway.relay import encode_events
 from loraplex.gateway.resolve import Target
 from loraplex.gateway.routing import EngineRouter
+from loraplex.gateway.sse import ChunkEncoder
+from loraplex.observability import metrics
 from loraplex.serving.engines import (
     EngineDied,
     EngineHealth,
@@ -187,3 +192,31 @@ async def test_no_healthy_engine_is_an_error_event() -> None:
     router.registry.get("e0").healthy = False
     buffer = await _run(router, _job())
     assert buffer.take().error[0] == "engine_unavailable"  # type: ignore[index]
+
+
+async def test_the_gateways_own_ttft_share_is_measured_per_phase() -> None:
+    """Operators see what the gateway adds to TTFT, apart from what the engine takes."""
+    overhead = metrics.GATEWAY_OVERHEAD_SECONDS
+    counts_before = {p: _count(overhead, p) for p in ("admission", "routing", "relay", "total")}
+    job = _job()
+    job.received_at = job.started_at - 0.004  # the handler got it 4 ms before the pump started
+    buffer = await _run(_router(ScriptedDriver("a", ["Hel", "lo"])), job)
+    events = encode_events(
+        ChunkEncoder(job.completion_id, "tiny", "completion"), buffer, False, None
+    )
+    assert [event async for event in events]  # the client side sends the first text event
+    observe.record(job, buffer, "t-1", time.monotonic())
+    for phase, before in counts_before.items():
+        assert _count(overhead, phase) == before + 1, phase
+    assert job.received_at < job.started_at <= job.engine_sent_at <= buffer.first_token_at
+    assert buffer.first_token_at <= buffer.first_relayed_at
+
+
+def _count(histogram: Histogram, phase: str) -> float:
+    counts = (
+        s.value
+        for family in histogram.collect()
+        for s in family.samples
+        if s.name.endswith("_count") and s.labels["phase"] == phase
+    )
+    return next(counts, 0.0)  # a phase never observed has no series yet

@@ -13,6 +13,7 @@ EXPECTED_FAMILIES = {
     "loraplex_inference_requests",
     "loraplex_ttft_seconds",
     "loraplex_tpot_seconds",
+    "loraplex_gateway_overhead_seconds",
     "loraplex_tokens",
     "loraplex_engine_queue_depth",
     "loraplex_admission_rejections",
