@@ -95,9 +95,11 @@ class Settings:
     # Requests in flight per engine before new ones are shed (0: no cap). For engines that run
     # every request at once (vLLM on CPU) this is what keeps admitted requests' TTFT.
     engine_max_in_flight: int = 0
-    # At the cap, a request waits this long (first come, first served) for a place before it
-    # is shed: without it, a slot freed between two arrivals stays idle and goodput drops.
-    engine_queue_wait_s: float = 0.25
+    # At the cap, a request waits this long for a place before it is shed: without it, a slot
+    # freed between two arrivals stays idle and goodput drops; every millisecond of it can
+    # be added to an admitted request's TTFT. A freed place goes to the waiting tenant with
+    # the fewest requests running.
+    engine_queue_wait_s: float = 0.1
     concurrency_lease_s: float = 15.0  # a crashed API process frees its slots within this
     # How long an admission decision may wait for Redis before `ratelimit_fail_mode` applies.
     # 0.1 s was too tight on a busy 2-core host (spurious 503s at 64 streams).

@@ -226,9 +226,16 @@ def _tenant_key(url: str, operator: str, **limits: int) -> str:
     ).json()["key"]
 
 
+# A's requests-per-minute bucket starts full (a minute's worth): offered 5x its rate, A is
+# refused only after 15 s (5T/60 > 1 + T/60). Run long enough for it to spend most of the
+# run refused.
+NOISY_MIN_SECONDS = 30.0
+
+
 def _noisy_neighbour(
     url: str, operator: str, seconds: float, max_tokens: int, capacity: float
 ) -> list[dict]:
+    seconds = max(seconds, NOISY_MIN_SECONDS)
     quota_rpm = max(3, int(capacity * 60 * 0.05))  # A's plan allows 5% of the engine
     a_key = _tenant_key(url, operator, requests_per_minute=quota_rpm)
     b_key = _tenant_key(url, operator)

@@ -13,16 +13,18 @@ The cap counts requests from the moment they pass the check (synchronously, befo
 await) until they end: counting only requests already running on an engine let a burst of
 arrivals all pass the check during the awaits in between and overshoot the cap, which is
 what kept admitted TTFT high under 2x load. A request that finds the cap reached waits up
-to `queue_wait_s` in a first-come queue for a place (a place freed goes to the oldest
-waiter) and is shed only then, so the engine is not left idle between arrivals.
+to `queue_wait_s` for a place and is shed only then, so the engine is not left idle between
+arrivals. A place freed goes to the waiting tenant with the fewest requests running (oldest
+first among equals): a tenant flooding the queue gets its turn after the others'.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections import Counter, defaultdict, deque
+from collections import Counter, defaultdict
 from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
 
@@ -60,7 +62,8 @@ class AdmissionGate:
         self.parallelism, self.max_in_flight = parallelism, max_in_flight
         self.labeler, self.queue_wait_s = labeler or TenantLabeler(), queue_wait_s
         self._admitted: Counter[str] = Counter()  # per base model: admitted, not yet ended
-        self._waiters: defaultdict[str, deque[asyncio.Future[None]]] = defaultdict(deque)
+        self._running: Counter[tuple[str, UUID | None]] = Counter()  # the same, per tenant
+        self._waiters: defaultdict[str, list[_Waiter]] = defaultdict(list)  # arrival order
 
     def shed_if_saturated(self, target: Target, priority: int, tenant_id: UUID) -> None:
         """503 + Retry-After when every candidate engine is at the in-flight cap for `priority`."""
@@ -77,18 +80,19 @@ class AdmissionGate:
             self.shed_if_saturated(target, priority, tenant_id)
             return
         deadline = asyncio.get_running_loop().time() + self.queue_wait_s
+        waiter = _Waiter(tenant_id)
         while True:
-            turn: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-            waiters.append(turn)
+            waiter.turn = asyncio.get_running_loop().create_future()
+            waiters.append(waiter)
             try:
                 async with asyncio.timeout_at(deadline):
-                    await turn
+                    await waiter.turn
             except TimeoutError:
                 self.shed_if_saturated(target, priority, tenant_id)
                 return  # room appeared at the last moment
             finally:
-                if turn in waiters:
-                    waiters.remove(turn)
+                if waiter in waiters:
+                    waiters.remove(waiter)
             if not self._saturated(target, priority):
                 return
 
@@ -100,15 +104,24 @@ class AdmissionGate:
         busy = max(self._admitted[target.base_model], sum(e.in_flight for e in engines))
         return bool(engines) and busy >= allowance * len(engines)
 
-    def _leave(self, target: Target) -> None:
-        """A request ended: its place goes to the oldest waiter, if any."""
-        self._admitted[target.base_model] -= 1
-        waiters = self._waiters.get(target.base_model)
-        while waiters:
-            turn = waiters.popleft()
-            if not turn.done():
-                turn.set_result(None)
-                break
+    def _enter(self, target: Target, tenant_id: UUID | None) -> None:
+        self._admitted[target.base_model] += 1
+        self._running[target.base_model, tenant_id] += 1
+
+    def _leave(self, target: Target, tenant_id: UUID | None) -> None:
+        """A request ended: its place goes to a waiter of the tenant with the fewest requests
+        running (the oldest such waiter), so a tenant flooding the queue cannot take every
+        place freed while others wait."""
+        model = target.base_model
+        self._admitted[model] -= 1
+        self._running[model, tenant_id] -= 1
+        if self._running[model, tenant_id] <= 0:
+            del self._running[model, tenant_id]
+        waiters = [w for w in self._waiters.get(model, ()) if not w.turn.done()]
+        if waiters:
+            chosen = min(waiters, key=lambda w: self._running[model, w.tenant_id])
+            self._waiters[model].remove(chosen)
+            chosen.turn.set_result(None)
 
     def estimate_ttft_s(self, target: Target, prompt_tokens: int) -> float | None:
         """The TTFT a new request for `target` would see now, from the engines' load."""
@@ -138,7 +151,7 @@ class AdmissionGate:
     ) -> Ticket | None:
         """A ticket for the request, or the refusal (429/503 with Retry-After) raised."""
         await self.wait_for_room(target, limits.get("priority", 0), tenant_id)
-        self._admitted[target.base_model] += 1  # `hold` gives it back when the request ends
+        self._enter(target, tenant_id)  # `hold` gives it back when the request ends
         if self.admission is None:
             return None
         try:
@@ -151,21 +164,39 @@ class AdmissionGate:
                 estimated_ttft_s=self.estimate_ttft_s(target, prompt_tokens),
             )
         except BaseException:
-            self._leave(target)
+            self._leave(target, tenant_id)
             raise
 
     @contextlib.asynccontextmanager
-    async def hold(self, ticket: Ticket | None, target: Target) -> AsyncIterator[None]:
+    async def hold(
+        self, ticket: Ticket | None, target: Target, tenant_id: UUID | None = None
+    ) -> AsyncIterator[None]:
         """Run an admitted request: keep its leases alive, and release them and its place
-        under the engine cap when it ends."""
+        under the engine cap when it ends.
+
+        The place under the cap is given back first, as soon as the body ends: the engine is
+        done with the request, and the next waiter should not also wait for the Redis calls
+        that settle this one's tokens and leases.
+        """
+        left = False
+
+        def leave() -> None:
+            nonlocal left
+            if not left:
+                left = True
+                self._leave(target, tenant_id)
+
         try:
             if ticket is None or self.admission is None:
                 yield
                 return
             async with self.admission.hold(ticket):
-                yield
+                try:
+                    yield
+                finally:
+                    leave()
         finally:
-            self._leave(target)
+            leave()
 
     def observe(
         self, engine_id: str | None, service_s: float, prompt_tokens: int, ttft_s: float | None
@@ -176,6 +207,14 @@ class AdmissionGate:
         self.controller.observe(
             engine_id, service_s=service_s, prompt_tokens=prompt_tokens, prefill_s=ttft_s or 0.0
         )
+
+
+@dataclass(eq=False)  # compared by identity: a tenant may have several waiters
+class _Waiter:
+    """A request waiting for a place under the engine cap."""
+
+    tenant_id: UUID | None
+    turn: asyncio.Future[None] = field(init=False)
 
 
 def headers_of(ticket: Any) -> dict[str, str]:

@@ -22,11 +22,16 @@ class TenantLimits:
         clock: Callable[[], float] = time.monotonic,
     ):
         self._session_factory = session_factory
-        self._cache: TtlCache[UUID, dict[str, int]] = TtlCache(ttl_s, clock)
+        # Stale-while-revalidate: a busy tenant's requests never wait for the reload.
+        self._cache: TtlCache[UUID, dict[str, int]] = TtlCache(ttl_s, clock, stale_s=60.0)
 
     async def get(self, tenant_id: UUID) -> dict[str, int]:
         """The tenant's limits (plan merged with overrides)."""
         return await self._cache.get(tenant_id, lambda: self._load(tenant_id))
+
+    def forget_all(self) -> None:
+        """Drop every cached tenant's limits (a quota or plan changed on this replica)."""
+        self._cache.clear()
 
     async def _load(self, tenant_id: UUID) -> dict[str, int]:
         async with self._session_factory() as session:

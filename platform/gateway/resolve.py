@@ -80,7 +80,9 @@ class ModelResolver:
         clock: Callable[[], float] = time.monotonic,
     ):
         self._session_factory = session_factory
-        self._cache: TtlCache[tuple[UUID, str], Resolution] = TtlCache(ttl_s, clock)
+        # Stale-while-revalidate: an alias move reaches a busy model one reload after `ttl_s`
+        # (the requests during that reload still get the old version), and no request waits.
+        self._cache: TtlCache[tuple[UUID, str], Resolution] = TtlCache(ttl_s, clock, stale_s=60.0)
 
     async def resolve(self, tenant_id: UUID, model: str) -> Resolution:
         """The resolution of `model` for the tenant, or ModelNotFound / InvalidInput."""

@@ -167,7 +167,7 @@ class Gateway:
 
     async def _run(self, job: Job, buffer: StreamBuffer, call: Call) -> None:
         try:
-            async with self.gate.hold(call.ticket, call.target):
+            async with self.gate.hold(call.ticket, call.target, call.tenant_id):
                 try:
                     await pump(job, buffer, self.router)
                 finally:

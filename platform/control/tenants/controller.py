@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
 from uuid import UUID
 
 from advanced_alchemy.extensions.litestar import providers
 from advanced_alchemy.filters import LimitOffset, OrderBy
 from advanced_alchemy.service import OffsetPagination
-from litestar import Controller, delete, get, patch, post, put
+from litestar import Controller, Request, delete, get, patch, post, put
 
 from loraplex.auth import access
 from loraplex.auth.principal import Principal
@@ -24,6 +25,14 @@ from loraplex.control.tenants.service import PlanService, TenantService
 from loraplex.db.models import Tenant, TenantStatus
 
 TENANT = "/api/v1/tenants/{tenant_id:uuid}"
+
+
+async def _limits_changed(request: Request[Any, Any, Any]) -> None:
+    """After a quota or plan change is committed, this replica's gateway reads limits anew;
+    other replicas follow within their cache time."""
+    limits = getattr(request.app.state, "tenant_limits", None)
+    if limits is not None:
+        limits.forget_all()
 
 
 class TenantController(Controller):
@@ -54,7 +63,7 @@ class TenantController(Controller):
         """One tenant."""
         return tenants.to_out(await tenants.visible(tenant_id))
 
-    @patch(TENANT, operation_id="UpdateTenant", opt=access.OPERATOR)
+    @patch(TENANT, operation_id="UpdateTenant", opt=access.OPERATOR, after_response=_limits_changed)
     async def update_tenant(
         self, tenant_id: UUID, data: TenantUpdate, tenants: TenantService, principal: Principal
     ) -> TenantOut:
@@ -91,7 +100,12 @@ class TenantController(Controller):
         """The tenant's limits."""
         return await tenants.quota(tenant_id)
 
-    @put(f"{TENANT}/quota", operation_id="SetTenantQuota", opt=access.OPERATOR)
+    @put(
+        f"{TENANT}/quota",
+        operation_id="SetTenantQuota",
+        opt=access.OPERATOR,
+        after_response=_limits_changed,
+    )
     async def set_quota(
         self, tenant_id: UUID, data: QuotaUpdate, tenants: TenantService, principal: Principal
     ) -> QuotaOut:
@@ -111,7 +125,12 @@ class PlanController(Controller):
         items, total = await plans.get_many_and_count(page, OrderBy("name", "asc"))
         return plans.to_schema(items, total, filters=[page], schema_type=PlanOut)
 
-    @put("/api/v1/plans", operation_id="UpsertPlan", opt=access.OPERATOR)
+    @put(
+        "/api/v1/plans",
+        operation_id="UpsertPlan",
+        opt=access.OPERATOR,
+        after_response=_limits_changed,
+    )
     async def upsert_plan(self, data: PlanIn, plans: PlanService, principal: Principal) -> PlanOut:
         """Create a plan or replace it by name."""
         return plans.to_schema(await plans.upsert(data, principal.actor), schema_type=PlanOut)

@@ -95,3 +95,31 @@ def test_forget_where_drops_matching_entries_only() -> None:
 
 async def _value(v: str) -> str:
     return v
+
+
+def test_a_stale_entry_is_answered_at_once_while_one_refresh_runs() -> None:
+    clock, loads = Clock(), 0
+    cache: TtlCache[str, int] = TtlCache(5.0, clock, stale_s=10.0)
+    refresh_may_finish = asyncio.Event()
+
+    async def load() -> int:
+        nonlocal loads
+        loads += 1
+        if loads > 1:
+            await refresh_may_finish.wait()  # a slow database: nobody may wait for it
+        return loads
+
+    async def scenario() -> list[int]:
+        seen = [await cache.get("k", load)]
+        clock.now = 6.0  # expired, within the grace
+        seen += await asyncio.gather(*(cache.get("k", load) for _ in range(8)))
+        refresh_may_finish.set()
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        seen.append(await cache.get("k", load))  # the refreshed value
+        clock.now = 30.0  # past the grace: callers wait for a load again
+        seen.append(await cache.get("k", load))
+        return seen
+
+    assert asyncio.run(scenario()) == [1, *[1] * 8, 2, 3]
+    assert loads == 3  # one refresh for the eight stale hits

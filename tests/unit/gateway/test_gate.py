@@ -143,3 +143,70 @@ def test_at_the_cap_a_request_waits_for_a_place_then_is_shed_after_the_wait() ->
 
     got_in, third_shed = asyncio.run(scenario())
     assert got_in and third_shed
+
+
+class _SlowRelease(_SlowAdmission):
+    """Settling a ticket's tokens and leases takes a Redis round trip after the request."""
+
+    def __init__(self) -> None:
+        self.settled = asyncio.Event()
+
+    @contextlib.asynccontextmanager
+    async def hold(self, ticket: object) -> AsyncIterator[object]:
+        try:
+            yield ticket
+        finally:
+            await asyncio.sleep(0.2)
+            self.settled.set()
+
+
+def test_the_engine_place_is_free_before_the_finished_request_is_settled_in_redis() -> None:
+    gate = _gate(in_flight=0, cap=1)
+    gate.queue_wait_s = 1.0
+    slow = gate.admission = _SlowRelease()  # type: ignore[assignment]
+    args = dict(stream=True, target=TARGET, prompt_tokens=1, max_tokens=1)
+
+    async def scenario() -> bool:
+        first = await gate.admit(uuid.uuid4(), {"priority": 1}, "r1", **args)  # type: ignore[arg-type]
+        waiting = asyncio.create_task(gate.admit(uuid.uuid4(), {"priority": 1}, "r2", **args))  # type: ignore[arg-type]
+
+        async def run_first() -> None:
+            async with gate.hold(first, TARGET):  # type: ignore[arg-type]
+                pass
+
+        ending = asyncio.create_task(run_first())
+        await waiting  # the waiter starts on the engine...
+        settled_first = slow.settled.is_set()
+        await ending
+        return settled_first
+
+    assert asyncio.run(scenario()) is False  # ...while the first is still being settled
+
+
+def test_a_freed_place_goes_to_the_tenant_with_fewer_requests_running() -> None:
+    gate = _gate(in_flight=0, cap=2)
+    gate.queue_wait_s = 1.0
+    noisy, quiet = uuid.uuid4(), uuid.uuid4()
+    args = dict(stream=True, target=TARGET, prompt_tokens=1, max_tokens=1)
+
+    async def scenario() -> list[str]:
+        running = [await gate.admit(t, {"priority": 1}, "r", **args) for t in (noisy, quiet)]  # type: ignore[arg-type]
+        order: list[str] = []
+
+        async def wait(tenant: uuid.UUID, name: str) -> None:
+            await gate.admit(tenant, {"priority": 1}, name, **args)  # type: ignore[arg-type]
+            order.append(name)
+
+        waiting = [asyncio.create_task(wait(noisy, f"noisy-{i}")) for i in range(3)]
+        await asyncio.sleep(0.01)
+        waiting.append(asyncio.create_task(wait(quiet, "quiet")))  # queued last
+        await asyncio.sleep(0.01)
+        async with gate.hold(running[1], TARGET, quiet):
+            pass  # quiet's request ends; noisy still runs one
+        await asyncio.sleep(0.01)
+        for task in waiting:
+            task.cancel()
+        await asyncio.gather(*waiting, return_exceptions=True)
+        return order
+
+    assert asyncio.run(scenario()) == ["quiet"]
