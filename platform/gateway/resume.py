@@ -4,7 +4,12 @@ Opt-in per request (`stream_options.resumable: true`). The engine side writes ev
 event into a Redis stream `lpx:sse:<id>` (entry id = event id + 1, so replay is exact and
 duplicate-free); every reader — the original request and any `GET .../{id}/events` with
 `Last-Event-ID` — reads that stream. Readers keep a presence key alive; when nobody has
-read for `window_s`, the writer aborts the engine request and the events expire.
+read for `window_s`, a watcher cancels the engine side (which aborts the engine request and
+ends the events with an `aborted` error) and deletes the stream.
+
+The watcher cancels the engine-side task itself, not the writer: a writer cancelled while
+it waits inside a Redis call may lose that cancellation, and would then keep copying a
+generation nobody reads to its end.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from typing import Any
 from uuid import UUID
 
 from loraplex.errors import NotFound
+from loraplex.gateway.relay import CLEANUP_WAIT_S
 from loraplex.gateway.sse import HEARTBEAT
 
 log = logging.getLogger("loraplex.gateway")
@@ -47,9 +53,8 @@ class ResumableStreams:
         """Copy `events` into Redis; abort the engine side when nobody reads for the window."""
         key = _key(completion_id)
         ttl_ms = int(self.window_s * 3000)
-        writer = asyncio.current_task()
-        assert writer is not None
-        watcher = asyncio.create_task(self._abort_when_abandoned(completion_id, writer))
+        watcher = asyncio.create_task(self._abort_when_abandoned(completion_id, task))
+        copied = False
         try:
             entry = 0
             async for event in events:
@@ -61,10 +66,14 @@ class ResumableStreams:
                     .execute()
                 )
             await self.redis.xadd(key, {"e": b"", "end": b"1"}, id=f"{entry + 1}-0")
+            copied = True
         finally:
             watcher.cancel()
-            if not task.done():
-                task.cancel()
+            if not copied and not task.done():
+                task.cancel()  # this copy failed: nobody can read the generation
+            # After the last event the engine side finishes its own cleanup (engine stream,
+            # leases); cancelling it there would interrupt that half-way.
+            await asyncio.wait({task}, timeout=CLEANUP_WAIT_S)
 
     async def read(
         self, completion_id: str, tenant_id: UUID, last_event_id: int | None
@@ -83,10 +92,10 @@ class ResumableStreams:
             async for event in self._entries(key, completion_id, after):
                 yield event
         finally:
-            # This reader is gone (finished, or its client disconnected): stop vouching for
-            # the stream now rather than when the presence key expires.
+            # This reader is gone (finished, or its client disconnected): the window for a
+            # resume starts now, so it lasts `window_s` from the last read, not less.
             with contextlib.suppress(Exception):
-                await asyncio.shield(self.redis.delete(f"{key}:reader"))
+                await asyncio.shield(self._touch_presence(completion_id))
 
     async def _entries(self, key: str, completion_id: str, after: str) -> AsyncIterator[bytes]:
         while True:
@@ -108,15 +117,23 @@ class ResumableStreams:
     async def _touch_presence(self, completion_id: str) -> None:
         await self.redis.set(f"{_key(completion_id)}:reader", b"1", px=int(self.window_s * 1000))
 
-    async def _abort_when_abandoned(self, completion_id: str, task: asyncio.Task[Any]) -> None:
-        """Cancel the writer (`task`, which then cancels the engine side) once nobody reads."""
+    async def _abort_when_abandoned(
+        self, completion_id: str, engine_side: asyncio.Task[Any]
+    ) -> None:
+        """Cancel the engine side once nobody has read the stream for the window."""
         with contextlib.suppress(asyncio.CancelledError):
-            while not task.done():
+            while not engine_side.done():
                 await asyncio.sleep(PRESENCE_CHECK_S)
-                if not await self.redis.exists(f"{_key(completion_id)}:reader"):
+                try:
+                    abandoned = not await self.redis.exists(f"{_key(completion_id)}:reader")
+                except Exception as exc:  # Redis blinked: look again at the next check
+                    log.warning("presence check of %s failed: %s", completion_id, exc)
+                    continue
+                if abandoned:
                     log.info(
                         "nobody resumed %s within %.0fs; aborting", completion_id, self.window_s
                     )
-                    task.cancel()
-                    await self.redis.delete(_key(completion_id))
+                    engine_side.cancel()
+                    with contextlib.suppress(Exception):
+                        await self.redis.delete(_key(completion_id))
                     return

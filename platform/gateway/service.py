@@ -192,6 +192,8 @@ class Gateway:
                     error=buffer.error is not None,
                     cut=buffer.finish_reason is None,
                 )
+            if not buffer.closed:  # cancelled: whoever still reads the events sees the end
+                buffer.fail("aborted", "the request was cancelled")
 
     async def complete(self, call: Call) -> dict[str, Any]:
         """Run a non-streaming request and build OpenAI's response body."""

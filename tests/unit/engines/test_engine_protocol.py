@@ -18,7 +18,16 @@ from loraplex.serving.engines.http_driver import iter_sse_data, sum_samples
 
 def test_public_surface_is_exactly_all():
     public = {name for name in dir(engines) if not name.startswith("_")}
-    modules = {"cli", "http_driver", "launcher", "openai_wire", "protocol", "sglang", "vllm"}
+    modules = {
+        "cli",
+        "http_driver",
+        "launcher",
+        "openai_wire",
+        "priority",
+        "protocol",
+        "sglang",
+        "vllm",
+    }
     assert public - modules - {"annotations", "Any", "DRIVERS"} == set(engines.__all__)
 
 

@@ -1,0 +1,45 @@
+"""An abandoned resumable stream stops its engine side, against the real Redis (no engine)."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+from redis.asyncio import Redis
+
+from loraplex.gateway.buffer import StreamBuffer
+from loraplex.gateway.relay import encode_events
+from loraplex.gateway.resume import ResumableStreams
+from loraplex.gateway.sse import ChunkEncoder
+from tests.conftest import REDIS_URL
+
+
+async def test_nobody_reading_for_the_window_cancels_the_engine_side() -> None:
+    redis = Redis.from_url(REDIS_URL)
+    streams = ResumableStreams(redis, window_s=1.0, heartbeat_s=0.5)
+    completion_id = f"cmpl-{uuid.uuid4().hex}"
+    buffer = StreamBuffer(max_bytes=1 << 20)
+    engine_stopped = asyncio.Event()
+
+    async def engine_side() -> None:
+        """Generates until cancelled, then ends the events as the gateway's pump does."""
+        try:
+            while True:
+                buffer.push("token ")
+                await asyncio.sleep(0.01)
+        finally:
+            buffer.fail("aborted", "the request was cancelled")
+            engine_stopped.set()
+
+    try:
+        await streams.open(completion_id, uuid.uuid4())
+        engine = asyncio.create_task(engine_side())
+        events = encode_events(ChunkEncoder(completion_id, "m", "chat"), buffer, False, None)
+        writer = asyncio.create_task(streams.write(completion_id, events, engine))
+        # Nobody reads: the presence key lapses after 1 s, the watcher looks every second.
+        await asyncio.wait_for(engine_stopped.wait(), timeout=5.0)
+        await asyncio.wait_for(writer, timeout=5.0)  # and the copy into Redis ends too
+        assert engine.cancelled()
+    finally:
+        await redis.delete(f"lpx:sse:{completion_id}", f"lpx:sse:{completion_id}:tenant")
+        await redis.aclose()
