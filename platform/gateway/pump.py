@@ -34,6 +34,7 @@ from loraplex.serving.engines import (
 
 log = logging.getLogger("loraplex.gateway")
 RETRYABLE = (EngineUnavailable, EngineDied, AdapterNotLoaded)
+DRAIN_S = 1.0  # the most a finished request waits for the rest of the engine's reply
 
 
 @dataclass(frozen=True)
@@ -209,12 +210,25 @@ class _Live:
                 await asyncio.shield(self.prepared.engine.driver.abort(self.rid))
             except Exception as exc:  # an unreachable engine has nothing left to abort
                 log.debug("abort of %s failed: %s", self.rid, exc)
+        else:
+            await self._drain()
         aclose = getattr(self._stream, "aclose", None)
         if aclose is not None:
             try:
                 await aclose()
             except Exception as exc:  # closing a dead stream can raise its transport error
                 log.debug("closing %s failed: %s", self.rid, exc)
+
+
+    async def _drain(self) -> None:
+        """Read what the engine sends after the finish (usage, [DONE]) so the connection goes
+        back to the pool: one closed unread is dropped, and the next request reconnects."""
+        try:
+            async with asyncio.timeout(DRAIN_S):
+                async for _ in self._stream:
+                    pass
+        except Exception as exc:  # nothing of it is needed: the reply is complete
+            log.debug("draining %s failed: %s", self.rid, exc)
 
 
 def _fields(request: GenerateRequest) -> dict[str, object]:

@@ -221,11 +221,15 @@ class HttpDriver:
 
         A stream closed by `abort(rid)` ends with one `finish_reason="abort"` chunk instead.
         """
-        finished = False
+        finished = done = False
         try:
             async for data in iter_sse_data(response):
-                if data == DONE:
-                    break
+                # After [DONE] the body is read to its end (a few bytes) rather than left:
+                # a response closed unread takes its connection with it, and the next
+                # request would pay a new TCP connect and a getaddrinfo in a thread.
+                done = done or data == DONE
+                if done:
+                    continue
                 chunk = parse(data)
                 if chunk is not None:
                     finished = finished or chunk.finish_reason is not None
