@@ -28,6 +28,7 @@ from loraplex.serving.policy.model import (
     VersionId,
 )
 from loraplex.serving.policy.placement import PlacementRules, Placer
+from loraplex.serving.policy.reuse import TenantReuse
 
 
 class PolicyCore:
@@ -40,8 +41,9 @@ class PolicyCore:
     than `max_defer_s` away. Deferring or refusing (not evicting others) keeps the noisy
     tenant's cost on that tenant: its own requests wait, everyone else's cache stays. A
     tenant over budget is also contained in every tier (cache.py): its entries are evicted
-    first, so the loads it is allowed recycle its own space. Disk -> host loads are not
-    charged: they are cheap and a normal heavy tenant makes many.
+    first, so the loads it is allowed recycle its own space, and if most of its requests
+    miss (a scanner, reuse.py) it does not grow into free space either. Disk -> host loads
+    are not charged: they are cheap and a normal heavy tenant makes many.
     """
 
     def __init__(
@@ -68,7 +70,8 @@ class PolicyCore:
             lambda tenant: config.plan(tenant).cold_loads_per_minute, config.cold_load_burst
         )
         contain = self.budget.over_budget if config.contain_over_budget else no_tenants
-        self.loader = Loader(self.cluster, costs, contain)
+        self.reuse = TenantReuse(config.heat_half_life_s)
+        self.loader = Loader(self.cluster, costs, contain, self.reuse.mostly_misses)
 
     def route(self, request: Request, now: float) -> Routed | Deferred | Rejected:
         """Send a request to a node, starting whatever loads it needs there."""
@@ -78,6 +81,8 @@ class PolicyCore:
             self._deferred.discard(request.request_id)  # a retry: heat and budget are paid
         else:
             self.cluster.bump_heat(version.version_id, now)
+            held = version.version_id in self.cluster.locations
+            self.reuse.record(request.tenant_id, held, now)
         node, reach = self.placer.choose(version)
         if reach is Tier.COLD and not ticket:
             if self.budget.would_allow(request.tenant_id, now):

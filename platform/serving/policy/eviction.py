@@ -31,8 +31,12 @@ class EvictionPolicy(Protocol):
         """An entry left the tier for a reason other than `choose_victim`."""
         ...
 
-    def choose_victim(self, evictable: Evictable) -> VersionId | None:
-        """Remove and return the entry to evict among those `evictable` allows, if any."""
+    def choose_victim(self, evictable: Evictable, *, in_order: bool = True) -> VersionId | None:
+        """Remove and return the entry to evict among those `evictable` allows, if any.
+
+        `in_order=False` marks a victim taken out of the policy's order (a containment band,
+        cache.py): it must not change how the remaining entries age.
+        """
         ...
 
 
@@ -58,7 +62,7 @@ class LruPolicy:
         """Forget the entry."""
         self._order.pop(key, None)
 
-    def choose_victim(self, evictable: Evictable) -> VersionId | None:
+    def choose_victim(self, evictable: Evictable, *, in_order: bool = True) -> VersionId | None:
         """The oldest evictable entry; protected ones are few and recently used."""
         for key in self._order:
             if evictable(key):
@@ -96,8 +100,15 @@ class GdsfPolicy:
         """Forget the entry; its heap item is skipped when it surfaces."""
         self._priority.pop(key, None)
 
-    def choose_victim(self, evictable: Evictable) -> VersionId | None:
-        """Lowest priority evictable entry; raises L to its priority."""
+    def choose_victim(self, evictable: Evictable, *, in_order: bool = True) -> VersionId | None:
+        """Lowest priority evictable entry; raises L to its priority when taken in order.
+
+        L stands for the value of what the tier gives up under pressure. A containment band
+        (cache.py) evicts a contained tenant's entry ahead of cheaper ones, so its priority
+        says nothing about that; letting it raise L (scan entries are warm, so it would jump)
+        ages every other tenant's entries at once and turns GDSF into LRU for them: the
+        scanning tenant then costs the others cold loads after all.
+        """
         skipped: list[tuple[float, int, VersionId]] = []
         victim: VersionId | None = None
         while self._heap:
@@ -107,7 +118,8 @@ class GdsfPolicy:
                 continue  # stale: re-prioritised or removed since
             if evictable(key):
                 victim = key
-                self._inflation = max(self._inflation, priority)
+                if in_order:
+                    self._inflation = max(self._inflation, priority)
                 del self._priority[key]
                 break
             skipped.append(item)
@@ -151,7 +163,7 @@ class BeladyPolicy:
         """Forget the entry."""
         self._keys.pop(key, None)
 
-    def choose_victim(self, evictable: Evictable) -> VersionId | None:
+    def choose_victim(self, evictable: Evictable, *, in_order: bool = True) -> VersionId | None:
         """The evictable entry whose next request is farthest away."""
         best: VersionId | None = None
         best_time = -1.0

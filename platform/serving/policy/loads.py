@@ -11,6 +11,7 @@ from loraplex.serving.policy.node import NodeState
 
 BYTES_PER_MB = 1_000_000
 OverBudget = Callable[[float], Collection[TenantId]]
+MostlyMisses = Callable[[TenantId], bool]
 
 
 def no_tenants(_: float) -> Collection[TenantId]:
@@ -18,15 +19,25 @@ def no_tenants(_: float) -> Collection[TenantId]:
     return ()
 
 
+def never(_: TenantId) -> bool:
+    """A MostlyMisses that names nobody: every contained tenant may grow."""
+    return False
+
+
 class Loader:
     """Plans loads into `disk` and `loaded`; values entries for cost-aware eviction."""
 
     def __init__(
-        self, cluster: ClusterState, costs: TierCosts, over_budget: OverBudget = no_tenants
+        self,
+        cluster: ClusterState,
+        costs: TierCosts,
+        over_budget: OverBudget = no_tenants,
+        mostly_misses: MostlyMisses = never,
     ) -> None:
         self.cluster = cluster
         self.costs = costs
         self.over_budget = over_budget  # tenants whose entries go first (cache.py)
+        self.mostly_misses = mostly_misses  # of those, the ones that may not grow (reuse.py)
 
     def value(self, node: NodeState, version: VersionId, tier: Tier, now: float) -> float:
         """Heat x reload cost / size: what keeping this entry saves per unit of capacity.
@@ -66,7 +77,9 @@ class Loader:
             evictable = lambda v: node.host_evictable(v, pinned)  # noqa: E731
         else:
             evictable = lambda v: node.disk_evictable(v, pinned)  # noqa: E731
-        victims, fits = cache.make_room(size, evictable, contained, spec.tenant_id)
+        tenant = spec.tenant_id
+        grow = tenant not in contained or not self.mostly_misses(tenant)
+        victims, fits = cache.make_room(size, evictable, contained, tenant, grow=grow)
         actions: list[Action] = [self.evicted(node, v, tier, EvictReason.CAPACITY) for v in victims]
         if not fits:
             if (version, tier) not in node.blocked:

@@ -53,6 +53,31 @@ def test_a_contained_tenant_with_nothing_evictable_still_gets_room() -> None:
     assert fits and victims == ["other/tail"]
 
 
+def test_evicting_a_contained_tenants_entry_does_not_age_other_tenants_entries() -> None:
+    cache = TierCache(Tier.LOADED, 2, GdsfPolicy(), owner)
+    cache.insert("other/hot", 1, 3.0)
+    cache.insert("scanner/a", 1, 5.0)  # warmer than the hot entry: a scan comes round often
+    cache.make_room(1, always, contained={"scanner"}, tenant="other")
+    cache.insert("other/one-off", 1, 1.0)
+    victims, _ = cache.make_room(1, always)
+    assert victims == ["other/one-off"]
+
+
+def test_a_tenant_that_may_not_grow_recycles_its_own_entry_before_taking_free_space() -> None:
+    cache = TierCache(Tier.LOADED, 4, GdsfPolicy(), owner)
+    cache.insert("scanner/a", 1, 5.0)
+    victims, fits = cache.make_room(1, always, contained={"scanner"}, tenant="scanner", grow=False)
+    assert fits and victims == ["scanner/a"]
+    assert cache.free() == 4
+
+
+def test_a_contained_tenant_that_may_grow_takes_free_space() -> None:
+    cache = TierCache(Tier.LOADED, 4, GdsfPolicy(), owner)
+    cache.insert("heavy/a", 1, 5.0)
+    victims, fits = cache.make_room(1, always, contained={"heavy"}, tenant="heavy")
+    assert fits and victims == []
+
+
 def test_without_containment_the_policy_alone_picks_the_victim() -> None:
     cache = TierCache(Tier.LOADED, 2, GdsfPolicy(), owner)
     cache.insert("other/tail", 1, 0.1)
@@ -72,6 +97,34 @@ def test_a_scanning_tenant_cannot_evict_another_tenants_hot_adapter() -> None:
     for i in range(6):  # one load allowed a minute: every later one is over budget
         serve(core, Request(i + 1, "scanner", f"scan{i}", 60.0 * i), 60.0 * i + 1)
     assert core.cluster.nodes["n"].tier_of("hot") >= Tier.LOADED
+
+
+def test_a_scanning_tenant_over_budget_does_not_fill_a_warming_disk() -> None:
+    node = NodeSpec("n", 8, gpu_slots=1, host_slots=4, disk_budget_bytes=80 * MB)
+    versions = [AdapterVersion(f"scan{i}", "scanner", 8, 8 * MB) for i in range(6)]
+    plan = TenantPlan(cold_loads_per_minute=1.0)
+    config = PolicyConfig(default_plan=plan, cold_load_burst=0, max_defer_s=120.0)
+    core = PolicyCore([node], versions, TIER_COSTS, config)
+    for i in range(6):  # each load is paid for, but leaves the tenant over budget
+        serve(core, Request(i, "scanner", f"scan{i}", 60.0 * i), 60.0 * i + 1)
+    state = core.cluster.nodes["n"]
+    assert state.disk.used_by("scanner") == 8 * MB  # it recycled one adapter's space
+    assert state.host.used_by("scanner") == 1
+
+
+def test_a_heavy_tenant_over_budget_that_mostly_hits_still_grows() -> None:
+    node = NodeSpec("n", 8, gpu_slots=1, host_slots=4, disk_budget_bytes=80 * MB)
+    versions = [AdapterVersion(f"a{i}", "heavy", 8, 8 * MB) for i in range(6)]
+    plan = TenantPlan(cold_loads_per_minute=1.0)
+    config = PolicyConfig(default_plan=plan, cold_load_burst=0, max_defer_s=120.0)
+    core = PolicyCore([node], versions, TIER_COSTS, config)
+    rid = 0
+    for i in range(6):  # one new adapter a minute, and its hot one asked for in between
+        for version in (f"a{i}", "a0", "a0", "a0"):
+            at = 60.0 * i + rid % 4
+            serve(core, Request(rid, "heavy", version, at), at + 0.5)
+            rid += 1
+    assert core.cluster.nodes["n"].disk.used_by("heavy") == 6 * 8 * MB
 
 
 def serve(core: PolicyCore, request: Request, done: float) -> None:

@@ -44,6 +44,15 @@ def test_gdsf_ages_entries_that_stop_being_used() -> None:
     assert gdsf.choose_victim(always) == "old"
 
 
+def test_gdsf_victim_taken_out_of_order_does_not_age_the_rest() -> None:
+    gdsf = GdsfPolicy()
+    gdsf.on_insert("hot", 3.0)
+    gdsf.on_insert("scan", 5.0)
+    assert gdsf.choose_victim(lambda key: key == "scan", in_order=False) == "scan"
+    gdsf.on_insert("one-off", 1.0)  # enters at L + 1: below "hot" only if L stayed put
+    assert gdsf.choose_victim(always) == "one-off"
+
+
 def test_gdsf_skips_protected_entries_and_keeps_them() -> None:
     gdsf = GdsfPolicy()
     gdsf.on_insert("busy", 1.0)
