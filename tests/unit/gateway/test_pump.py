@@ -54,6 +54,7 @@ class ScriptedDriver:
         self.fail_before_first, self.die_after = fail_before_first, die_after
         self.aborted: list[str] = []
         self.started: list[str] = []
+        self.read_to_end: list[str] = []  # rids whose reply was read past the finish
 
     async def health(self) -> EngineHealth:
         return EngineHealth(True, 0.0)
@@ -84,6 +85,8 @@ class ScriptedDriver:
                 prompt_tokens=3,
                 completion_tokens=i + 1,
             )
+        yield GenerateChunk("", None, 3, len(self.pieces))  # the usage chunk after the finish
+        self.read_to_end.append(request.rid)  # an HTTP engine's connection is reusable now
 
     async def abort(self, rid: str) -> None:
         self.aborted.append(rid)
@@ -220,3 +223,10 @@ def _count(histogram: Histogram, phase: str) -> float:
         if s.name.endswith("_count") and s.labels["phase"] == phase
     )
     return next(counts, 0.0)  # a phase never observed has no series yet
+
+
+async def test_a_finished_reply_is_read_to_its_end_so_the_connection_is_reused() -> None:
+    driver = ScriptedDriver("a", ["Hel", "lo"])
+    buffer = await _run(_router(driver), _job())
+    assert buffer.finish_reason == "stop"
+    assert driver.read_to_end == driver.started  # not closed unread after the finish chunk
