@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from pathlib import Path
 
 import httpx
 import pytest
 from litestar.testing import AsyncTestClient
 
 from loraplex.serving.agent_app import create_agent_app
+from loraplex.serving.disk_cache import DiskCache
 from loraplex.serving.live import AgentOps, LiveConfig, LivePlacement, LocalOps, OpsRouter
 from loraplex.serving.registry import EngineHandle
 from tests.support.fake_driver import FakeDriver
@@ -17,27 +17,9 @@ from tests.support.live_cluster import BASE, Cluster, name_of
 
 
 @pytest.fixture
-def cluster(tmp_path: Path) -> Cluster:
-    """Versions in a store; the agent's node has its own cache over the same store."""
-    return Cluster(tmp_path)
-
-
-@pytest.fixture
-def node_engine() -> EngineHandle:
-    """The engine beside the agent."""
-    driver = FakeDriver(url="http://node-engine")
-    return EngineHandle("n1", "n1", driver.url, "vllm", BASE, 64, 1, 2, driver, healthy=True)
-
-
-@pytest.fixture
-async def agent(
-    cluster: Cluster, node_engine: EngineHandle, tmp_path: Path
-) -> AsyncIterator[AsyncTestClient]:
+async def agent(node_engine: EngineHandle, node_cache: DiskCache) -> AsyncIterator[AsyncTestClient]:
     """The agent app, in-process, with a disk cache of its own."""
-    from loraplex.serving.disk_cache import DiskCache
-
-    cache = DiskCache(tmp_path / "node-cache", 10**9, cluster.store)
-    app = create_agent_app(node_engine, LocalOps(cache))
+    app = create_agent_app(node_engine, LocalOps(node_cache))
     async with AsyncTestClient(app, base_url="http://agent.local") as client:
         yield client
 

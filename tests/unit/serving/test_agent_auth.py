@@ -4,7 +4,6 @@ agent serves loopback only."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from pathlib import Path
 
 import httpx
 import pytest
@@ -27,25 +26,9 @@ AGENT_URL = "http://agent.local"
 
 
 @pytest.fixture
-def cluster(tmp_path: Path) -> Cluster:
-    """Versions in a store the agent pulls from."""
-    return Cluster(tmp_path)
-
-
-@pytest.fixture
-def node_engine() -> EngineHandle:
-    """The engine beside the agent."""
-    driver = FakeDriver(url="http://node-engine")
-    return EngineHandle("n1", "n1", driver.url, "vllm", BASE, 64, 1, 2, driver, healthy=True)
-
-
-@pytest.fixture
-async def agent(
-    cluster: Cluster, node_engine: EngineHandle, tmp_path: Path
-) -> AsyncIterator[AsyncTestClient]:
+async def agent(node_engine: EngineHandle, node_cache: DiskCache) -> AsyncIterator[AsyncTestClient]:
     """The agent app with a token, in-process."""
-    cache = DiskCache(tmp_path / "node-cache", 10**9, cluster.store)
-    app = create_agent_app(node_engine, LocalOps(cache), token=TOKEN)
+    app = create_agent_app(node_engine, LocalOps(node_cache), token=TOKEN)
     async with AsyncTestClient(app, base_url=AGENT_URL) as client:
         yield client
 
