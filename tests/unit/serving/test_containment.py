@@ -86,13 +86,20 @@ def test_without_containment_the_policy_alone_picks_the_victim() -> None:
     assert victims == ["other/tail"]
 
 
-def test_a_scanning_tenant_cannot_evict_another_tenants_hot_adapter() -> None:
-    node = NodeSpec("n", 8, gpu_slots=1, host_slots=2, disk_budget_bytes=16 * MB)
-    versions = [AdapterVersion("hot", "steady", 8, 8 * MB)]
-    versions += [AdapterVersion(f"scan{i}", "scanner", 8, 8 * MB) for i in range(6)]
+def one_load_a_minute(
+    versions: list[AdapterVersion], host_slots: int, disk_bytes: int
+) -> PolicyCore:
+    """One node, and a plan allowing each tenant one cold load a minute with no burst."""
+    node = NodeSpec("n", 8, gpu_slots=1, host_slots=host_slots, disk_budget_bytes=disk_bytes)
     plan = TenantPlan(cold_loads_per_minute=1.0)
     config = PolicyConfig(default_plan=plan, cold_load_burst=0, max_defer_s=120.0)
-    core = PolicyCore([node], versions, TIER_COSTS, config)
+    return PolicyCore([node], versions, TIER_COSTS, config)
+
+
+def test_a_scanning_tenant_cannot_evict_another_tenants_hot_adapter() -> None:
+    versions = [AdapterVersion("hot", "steady", 8, 8 * MB)]
+    versions += [AdapterVersion(f"scan{i}", "scanner", 8, 8 * MB) for i in range(6)]
+    core = one_load_a_minute(versions, host_slots=2, disk_bytes=16 * MB)
     serve(core, Request(0, "steady", "hot", 0.0), 0.0)
     for i in range(6):  # one load allowed a minute: every later one is over budget
         serve(core, Request(i + 1, "scanner", f"scan{i}", 60.0 * i), 60.0 * i + 1)
@@ -100,11 +107,8 @@ def test_a_scanning_tenant_cannot_evict_another_tenants_hot_adapter() -> None:
 
 
 def test_a_scanning_tenant_over_budget_does_not_fill_a_warming_disk() -> None:
-    node = NodeSpec("n", 8, gpu_slots=1, host_slots=4, disk_budget_bytes=80 * MB)
     versions = [AdapterVersion(f"scan{i}", "scanner", 8, 8 * MB) for i in range(6)]
-    plan = TenantPlan(cold_loads_per_minute=1.0)
-    config = PolicyConfig(default_plan=plan, cold_load_burst=0, max_defer_s=120.0)
-    core = PolicyCore([node], versions, TIER_COSTS, config)
+    core = one_load_a_minute(versions, host_slots=4, disk_bytes=80 * MB)
     for i in range(6):  # each load is paid for, but leaves the tenant over budget
         serve(core, Request(i, "scanner", f"scan{i}", 60.0 * i), 60.0 * i + 1)
     state = core.cluster.nodes["n"]
@@ -113,11 +117,8 @@ def test_a_scanning_tenant_over_budget_does_not_fill_a_warming_disk() -> None:
 
 
 def test_a_heavy_tenant_over_budget_that_mostly_hits_still_grows() -> None:
-    node = NodeSpec("n", 8, gpu_slots=1, host_slots=4, disk_budget_bytes=80 * MB)
     versions = [AdapterVersion(f"a{i}", "heavy", 8, 8 * MB) for i in range(6)]
-    plan = TenantPlan(cold_loads_per_minute=1.0)
-    config = PolicyConfig(default_plan=plan, cold_load_burst=0, max_defer_s=120.0)
-    core = PolicyCore([node], versions, TIER_COSTS, config)
+    core = one_load_a_minute(versions, host_slots=4, disk_bytes=80 * MB)
     rid = 0
     for i in range(6):  # one new adapter a minute, and its hot one asked for in between
         for version in (f"a{i}", "a0", "a0", "a0"):
