@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,11 +27,18 @@ from loraplex.serving.engines.protocol import (
     EngineUnavailable,
     GenerateChunk,
 )
+from loraplex.serving.engines.streams import (
+    AiohttpStreams,
+    HttpxStreams,
+    Reply,
+    StreamClosed,
+    Streams,
+)
 
 JSON_HEADERS = {"content-type": "application/json"}
 DONE = b"[DONE]"
-# Reading a stream can fail in these ways when the engine dies or `abort` closes it.
-STREAM_BROKEN = (httpx.HTTPError, httpx.StreamError)
+# Reading a stream fails this way when the engine dies or `abort` closes it.
+STREAM_BROKEN = (StreamClosed,)
 
 encode_json = msgspec.json.Encoder().encode
 
@@ -48,32 +55,26 @@ class DriverTimeouts:
     probe: float = 5.0  # health, models, metrics
 
 
-def make_client(url: str, timeouts: DriverTimeouts, max_streams: int = 256) -> httpx.AsyncClient:
-    """One pooled client per engine, sized for many concurrent streams."""
+def make_client(url: str, timeouts: DriverTimeouts) -> httpx.AsyncClient:
+    """One pooled client per engine for control calls and probes (generations: streams.py)."""
     return httpx.AsyncClient(
         base_url=url,
         timeout=httpx.Timeout(timeouts.read, connect=timeouts.connect, pool=timeouts.connect),
         # Idle connections are dropped before the engine's own keep-alive timeout (uvicorn's
         # default, used by vLLM and SGLang, is 5 s): reusing one the engine just closed fails
         # the request with ReadError, which would look like a dead engine.
-        # As many idle connections are kept as streams may run: a smaller pool closes and
-        # reopens connections after every burst of streams.
-        limits=httpx.Limits(
-            max_connections=max_streams,
-            max_keepalive_connections=max_streams,
-            keepalive_expiry=2.0,
-        ),
+        limits=httpx.Limits(max_connections=32, max_keepalive_connections=8, keepalive_expiry=2.0),
     )
 
 
-async def iter_sse_data(response: httpx.Response) -> AsyncIterator[bytes]:
+async def iter_sse_data(blocks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
     """The payloads of the `data:` lines of an SSE body, as bytes, `[DONE]` included.
 
     Engines put one JSON document on one `data:` line, so multi-line data fields (legal
     SSE, unused by vLLM and SGLang) are not joined.
     """
     pending = b""
-    async for block in response.aiter_bytes():
+    async for block in blocks:
         *lines, pending = (pending + block).split(b"\n")
         for line in lines:
             if line.startswith(b"data:"):
@@ -106,16 +107,32 @@ class HttpDriver:
         base_model: str | None = None,
         client: httpx.AsyncClient | None = None,
         timeouts: DriverTimeouts | None = None,
+        max_streams: int = 256,
+        headers: Mapping[str, str] | None = None,
     ) -> None:
         self.url = url.rstrip("/")
         self._base_model = base_model
         self.timeouts = timeouts or DriverTimeouts()
         self._client = client or make_client(self.url, self.timeouts)
-        self._streams: dict[str, httpx.Response] = {}
+        self._client.headers.update(headers or {})
+        # Generations: through an injected client (tests), else aiohttp (streams.py: why).
+        self._generations: Streams = (
+            HttpxStreams(client)
+            if client is not None
+            else AiohttpStreams(
+                self.url,
+                connect_s=self.timeouts.connect,
+                read_s=self.timeouts.read,
+                max_streams=max_streams,
+                headers=headers,
+            )
+        )
+        self._streams: dict[str, Reply] = {}
         self._aborted: set[str] = set()
 
     async def aclose(self) -> None:
-        """Close the driver's HTTP client."""
+        """Close the driver's HTTP clients."""
+        await self._generations.aclose()
         await self._client.aclose()
 
     async def health(self) -> EngineHealth:
@@ -183,39 +200,39 @@ class HttpDriver:
     @contextlib.asynccontextmanager
     async def _open_stream(
         self, rid: str, path: str, body: Any, adapter: str | None
-    ) -> AsyncIterator[httpx.Response]:
-        """Send a generation, register its response under `rid` so `abort` can reach it."""
-        request = self._client.build_request(
-            "POST", path, content=encode_json(body), headers=JSON_HEADERS
-        )
+    ) -> AsyncIterator[Reply]:
+        """Send a generation, register its reply under `rid` so `abort` can reach it."""
         try:
-            response = await self._client.send(request, stream=True)
-        except httpx.HTTPError as exc:
-            raise EngineUnavailable(f"{self.kind} engine at {self.url}: {exc!r}") from exc
+            reply = await self._generations.post(path, encode_json(body))
+        except StreamClosed as exc:
+            raise EngineUnavailable(f"{self.kind} engine at {self.url}: {exc}") from exc
         try:
-            if response.status_code >= 400:
-                await response.aread()
-                raise self._error_for(response.status_code, response.content, adapter)
-            self._streams[rid] = response
-            yield response
+            if reply.status >= 400:
+                try:
+                    content = await reply.read()
+                except StreamClosed as exc:
+                    raise EngineUnavailable(f"{self.kind} engine at {self.url}: {exc}") from exc
+                raise self._error_for(reply.status, content, adapter)
+            self._streams[rid] = reply
+            yield reply
         finally:
             self._streams.pop(rid, None)
             self._aborted.discard(rid)
-            await response.aclose()
+            await reply.close()
 
     async def _close_stream(self, rid: str) -> None:
-        """Close `rid`'s response: its reader ends, and the engine sees a disconnect."""
-        response = self._streams.get(rid)
-        if response is not None:
+        """Close `rid`'s reply: its reader ends, and the engine sees a disconnect."""
+        reply = self._streams.get(rid)
+        if reply is not None:
             self._aborted.add(rid)
-            await response.aclose()
+            await reply.close()
 
     def _was_aborted(self, rid: str) -> bool:
         """Whether the stream `rid` ended because `abort(rid)` closed it."""
         return rid in self._aborted
 
     async def _read_stream(
-        self, rid: str, response: httpx.Response, parse: Callable[[bytes], GenerateChunk | None]
+        self, rid: str, reply: Reply, parse: Callable[[bytes], GenerateChunk | None]
     ) -> AsyncIterator[GenerateChunk]:
         """Relay an SSE generation: chunks until `[DONE]`; a cut before the finish is a death.
 
@@ -223,7 +240,7 @@ class HttpDriver:
         """
         finished = done = False
         try:
-            async for data in iter_sse_data(response):
+            async for data in iter_sse_data(reply.blocks()):
                 # After [DONE] the body is read to its end (a few bytes) rather than left:
                 # a response closed unread takes its connection with it, and the next
                 # request would pay a new TCP connect and a getaddrinfo in a thread.

@@ -37,6 +37,7 @@ from loraplex.serving.engines.protocol import (
     GenerateChunk,
     GenerateRequest,
 )
+from loraplex.serving.engines.streams import Reply
 
 GENERATE_PATH = "/generate"
 # §3.3: the message for a name the server never loaded (a previously loaded one is reloaded).
@@ -156,9 +157,11 @@ class SglangDriver(HttpDriver):
         client: httpx.AsyncClient | None = None,
         timeouts: DriverTimeouts | None = None,
     ) -> None:
-        super().__init__(url, base_model=base_model, client=client, timeouts=timeouts)
-        if api_key:  # §2.5: load/unload/abort want the (admin) key as a bearer token
-            self._client.headers["authorization"] = f"Bearer {api_key}"
+        # §2.5: load/unload/abort (and generation, behind --api-key) want the key as a bearer
+        headers = {"authorization": f"Bearer {api_key}"} if api_key else None
+        super().__init__(
+            url, base_model=base_model, client=client, timeouts=timeouts, headers=headers
+        )
 
     async def load(self, name: str, path: Path, pinned: bool = False) -> None:
         """Load adapter `name` from `path`, pinned to a GPU slot when `pinned`."""
@@ -213,12 +216,10 @@ class SglangDriver(HttpDriver):
 
         return parse
 
-    async def _read_whole(
-        self, request: GenerateRequest, response: httpx.Response
-    ) -> GenerateChunk:
+    async def _read_whole(self, request: GenerateRequest, reply: Reply) -> GenerateChunk:
         """The single chunk of a non-streamed generation."""
         try:
-            content = await response.aread()
+            content = await reply.read()
         except STREAM_BROKEN as exc:
             if self._was_aborted(request.rid):
                 return GenerateChunk(finish_reason=ABORTED)

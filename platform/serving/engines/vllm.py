@@ -12,8 +12,6 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-import httpx
-
 from loraplex.serving.engines.http_driver import (
     STREAM_BROKEN,
     HttpDriver,
@@ -35,6 +33,7 @@ from loraplex.serving.engines.protocol import (
     GenerateChunk,
     GenerateRequest,
 )
+from loraplex.serving.engines.streams import Reply
 
 
 class VllmDriver(HttpDriver):
@@ -73,10 +72,10 @@ class VllmDriver(HttpDriver):
             else:
                 yield await self._read_whole(request.rid, response)
 
-    async def _read_whole(self, rid: str, response: httpx.Response) -> GenerateChunk:
+    async def _read_whole(self, rid: str, reply: Reply) -> GenerateChunk:
         """The single chunk of a non-streamed generation."""
         try:
-            content = await response.aread()
+            content = await reply.read()
         except STREAM_BROKEN as exc:
             if self._was_aborted(rid):
                 return GenerateChunk(finish_reason=ABORTED)

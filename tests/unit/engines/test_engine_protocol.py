@@ -26,6 +26,7 @@ def test_public_surface_is_exactly_all():
         "priority",
         "protocol",
         "sglang",
+        "streams",
         "vllm",
     }
     assert public - modules - {"annotations", "Any", "DRIVERS"} == set(engines.__all__)
@@ -57,12 +58,12 @@ async def test_sse_events_split_across_network_reads_are_joined():
             yield block
 
     response = httpx.Response(200, content=body())
-    assert [data async for data in iter_sse_data(response)] == [b'{"a": 1}', b"[DONE]"]
+    assert [data async for data in iter_sse_data(response.aiter_bytes())] == [b'{"a": 1}', b"[DONE]"]
 
 
 async def test_sse_comments_and_blank_lines_are_skipped():
     response = httpx.Response(200, content=b": ping\n\nevent: x\ndata: 1\r\n\r\n")
-    assert [data async for data in iter_sse_data(response)] == [b"1"]
+    assert [data async for data in iter_sse_data(response.aiter_bytes())] == [b"1"]
 
 
 def test_histogram_buckets_are_left_out_of_metrics():

@@ -1,0 +1,179 @@
+"""How a driver sends a generation and reads its reply as it streams: aiohttp by default.
+
+The generation stream is the gateway's hot path: every request opens one and every token
+crosses it. httpx was measured there (py-spy, 64 streams on the vLLM CPU engine) spending
+more than half of the gateway's CPU: h11 parses each chunk in pure Python, and httpcore's
+pool scans every pooled connection with a `poll()` syscall on each request and each
+release, so a wave of N streams costs O(N²) syscalls. aiohttp parses HTTP in C and hands a
+connection out of its pool in O(1).
+
+Control calls (load, unload, health, models, metrics) stay on httpx: they are rare, and
+tests script them on httpx's MockTransport. A driver built with an injected httpx client
+streams through that client too (`HttpxStreams`), so the contract tests run every
+stream-parsing path without a server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Mapping
+from typing import Protocol
+
+import aiohttp
+import httpx
+
+JSON_HEADERS = {"content-type": "application/json"}
+
+
+class StreamClosed(Exception):
+    """The connection broke while sending or reading a generation (engine died or aborted)."""
+
+
+class Reply(Protocol):
+    """An engine's answer to one generation, its body read as it arrives."""
+
+    status: int
+
+    async def read(self) -> bytes:
+        """The whole body (error answers and non-streamed replies)."""
+        ...
+
+    def blocks(self) -> AsyncIterator[bytes]:
+        """The body as it arrives, in network-sized blocks."""
+        ...
+
+    async def close(self) -> None:
+        """Give the connection back (read to the end) or drop it (cut short); idempotent."""
+        ...
+
+
+class Streams(Protocol):
+    """Sends generations to one engine."""
+
+    async def post(self, path: str, body: bytes) -> Reply:
+        """POST a JSON body; the reply once its status line and headers arrived."""
+        ...
+
+    async def aclose(self) -> None:
+        """Close the pool."""
+        ...
+
+
+class AiohttpStreams:
+    """Generations over an aiohttp session: C parser, O(1) pool, one per engine."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        connect_s: float,
+        read_s: float,
+        max_streams: int,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        self.url = url
+        self._headers = {**JSON_HEADERS, **(headers or {})}
+        self._timeout = aiohttp.ClientTimeout(total=None, connect=connect_s, sock_read=read_s)
+        self._max_streams = max_streams
+        self._session: aiohttp.ClientSession | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def _session_now(self) -> aiohttp.ClientSession:
+        # Made on first use: a session belongs to the event loop running when it is made
+        # (a driver outliving its loop, as in tests, gets a new one in the next loop).
+        loop = asyncio.get_running_loop()
+        if self._session is None or self._session.closed or self._loop is not loop:
+            self._loop = loop
+            connector = aiohttp.TCPConnector(
+                limit=self._max_streams,
+                # Shorter than the engines' own keep-alive (uvicorn's 5 s): reusing a
+                # connection the engine just closed would look like a dead engine.
+                keepalive_timeout=2.0,
+            )
+            self._session = aiohttp.ClientSession(
+                self.url, connector=connector, timeout=self._timeout, auto_decompress=False
+            )
+        return self._session
+
+    async def post(self, path: str, body: bytes) -> Reply:
+        """POST `body`; connection errors become `StreamClosed`."""
+        try:
+            response = await self._session_now().post(path, data=body, headers=self._headers)
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise StreamClosed(repr(exc)) from exc
+        return _AiohttpReply(response)
+
+    async def aclose(self) -> None:
+        """Close the session and its connections."""
+        if self._session is not None and self._loop is asyncio.get_running_loop():
+            await self._session.close()
+        self._session = None
+
+
+class _AiohttpReply:
+    def __init__(self, response: aiohttp.ClientResponse) -> None:
+        self._response = response
+        self.status = response.status
+
+    async def read(self) -> bytes:
+        try:
+            return await self._response.read()
+        except aiohttp.ClientError as exc:
+            raise StreamClosed(repr(exc)) from exc
+
+    async def blocks(self) -> AsyncIterator[bytes]:
+        try:
+            async for block in self._response.content.iter_any():
+                yield block
+        except aiohttp.ClientError as exc:
+            raise StreamClosed(repr(exc)) from exc
+
+    async def close(self) -> None:
+        # release() keeps a fully read connection for the next request and closes one
+        # cut short; close() would drop both. A reader waiting on the body is woken
+        # with an error either way.
+        if self._response.content.is_eof():
+            self._response.release()
+        else:
+            self._response.close()
+
+
+class HttpxStreams:
+    """Generations over an httpx client: tests inject a client with a mock transport."""
+
+    def __init__(self, client: httpx.AsyncClient) -> None:
+        self._client = client
+
+    async def post(self, path: str, body: bytes) -> Reply:
+        """POST `body`; transport errors become `StreamClosed`."""
+        request = self._client.build_request("POST", path, content=body, headers=JSON_HEADERS)
+        try:
+            response = await self._client.send(request, stream=True)
+        except httpx.HTTPError as exc:
+            raise StreamClosed(repr(exc)) from exc
+        return _HttpxReply(response)
+
+    async def aclose(self) -> None:
+        """The client belongs to whoever injected it."""
+
+
+class _HttpxReply:
+    def __init__(self, response: httpx.Response) -> None:
+        self._response = response
+        self.status = response.status_code
+
+    async def read(self) -> bytes:
+        try:
+            return await self._response.aread()
+        except (httpx.HTTPError, httpx.StreamError) as exc:
+            raise StreamClosed(repr(exc)) from exc
+
+    async def blocks(self) -> AsyncIterator[bytes]:
+        try:
+            async for block in self._response.aiter_bytes():
+                yield block
+        except (httpx.HTTPError, httpx.StreamError) as exc:
+            raise StreamClosed(repr(exc)) from exc
+
+    async def close(self) -> None:
+        await self._response.aclose()
