@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from litestar.connection import ASGIConnection
 from litestar.middleware import AbstractAuthenticationMiddleware, AuthenticationResult
 
@@ -17,6 +19,9 @@ class BearerKeyMiddleware(AbstractAuthenticationMiddleware):
     """Puts the caller's Principal in `request.user`, or answers 401."""
 
     async def authenticate_request(self, connection: ASGIConnection) -> AuthenticationResult:
+        # The first thing the app does with a request: the gateway counts its own share of
+        # TTFT from here (loraplex_gateway_overhead_seconds), authentication included.
+        connection.state.received_at = time.monotonic()
         header = connection.headers.get("authorization", "")
         scheme, _, token = header.partition(" ")
         if scheme.lower() != "bearer" or not token.strip():

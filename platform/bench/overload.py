@@ -2,8 +2,16 @@
 with admission control on and off, plus a noisy-neighbour run — all in one run.
 
 Capacity is measured first (closed loop at the engine's best concurrency), then an open-loop
-Poisson load at each multiple is offered to two API processes on the same engine: one sheds
-by its TTFT estimate (admission on), one admits everything (admission off).
+Poisson load at each multiple is offered to two API processes on the same engine: one caps
+what runs on the engine and sheds past it (admission on), one admits everything (off).
+
+Goodput is what it usually means in serving: requests per second that completed *and* met
+the TTFT SLO (2x the unloaded p99), counted over the measurement window: for a closed loop,
+the requests that ended within it; for an open loop, every request that arrived in it (the
+run waits for them all). Dividing by the window and not by the time the last request took
+to end matters: with a 10 s window the drain at the end understated open-loop goodput, and
+the requests still running at a closed loop's deadline overstated capacity, by ~7% each.
+`done/s` counts completions regardless of the SLO.
 """
 
 from __future__ import annotations
@@ -39,8 +47,9 @@ UNLIMITED = {
 class Outcome:
     """What a batch of requests saw."""
 
-    seconds: float
+    seconds: float  # the measurement window
     ttfts: list[float] = field(default_factory=list)
+    ended: list[float] = field(default_factory=list)  # perf_counter when each one ended
     refused: dict[int, int] = field(default_factory=dict)
     failed: int = 0
 
@@ -51,10 +60,24 @@ class Outcome:
         ordered = sorted(self.ttfts)
         return 1000 * ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
-    @property
-    def goodput(self) -> float:
-        """Completed requests per second."""
+    def done(self) -> float:
+        """Completed requests per second of the window."""
         return len(self.ttfts) / self.seconds
+
+    def goodput(self, slo_ms: float) -> float:
+        """Completed requests whose TTFT met `slo_ms`, per second of the window."""
+        return sum(1000 * t <= slo_ms for t in self.ttfts) / self.seconds
+
+    def ended_by(self, deadline: float) -> Outcome:
+        """Only the requests that ended by `deadline` (a closed loop's window)."""
+        kept = [i for i, end in enumerate(self.ended) if end <= deadline]
+        return Outcome(
+            self.seconds,
+            [self.ttfts[i] for i in kept],
+            [self.ended[i] for i in kept],
+            self.refused,
+            self.failed,
+        )
 
 
 async def _request(
@@ -86,6 +109,7 @@ async def _request(
                     out.failed += 1
                     return
             out.ttfts.append(ttft if ttft is not None else time.perf_counter() - started)
+            out.ended.append(time.perf_counter())
     except httpx.HTTPError:
         out.failed += 1
 
@@ -93,7 +117,10 @@ async def _request(
 async def open_loop(
     url: str, key: str, rate: float, seconds: float, max_tokens: int, seed: int = 0
 ) -> Outcome:
-    """Poisson arrivals at `rate`/s for `seconds`; waits for every request to end."""
+    """Poisson arrivals at `rate`/s for `seconds`; waits for every request to end.
+
+    Every request arrived within the window, so `seconds` stays the window.
+    """
     rng = random.Random(seed)
     out = Outcome(seconds)
     async with httpx.AsyncClient(
@@ -106,12 +133,15 @@ async def open_loop(
             tasks.append(asyncio.create_task(_request(client, url, key, max_tokens, out)))
             next_at += rng.expovariate(rate)
         await asyncio.gather(*tasks)
-        out.seconds = time.perf_counter() - started  # until the last request ended
     return out
 
 
 async def closed_loop(url: str, key: str, streams: int, seconds: float, max_tokens: int) -> Outcome:
-    """`streams` clients back to back for `seconds`: the throughput the engine sustains."""
+    """`streams` clients back to back for `seconds`: the throughput the engine sustains.
+
+    Counts the requests that ended within the window; the ones still running at its end
+    are waited for (so the next level starts on an idle engine) but not counted.
+    """
     out = Outcome(seconds)
     deadline = time.perf_counter() + seconds
     async with httpx.AsyncClient(
@@ -123,7 +153,7 @@ async def closed_loop(url: str, key: str, streams: int, seconds: float, max_toke
                 await _request(client, url, key, max_tokens, out)
 
         await asyncio.gather(*(worker() for _ in range(streams)))
-    return out
+    return out.ended_by(deadline)
 
 
 @click.command("overload")
@@ -146,16 +176,13 @@ def bench_overload(settings: Settings, seconds: float, max_tokens: int, json_pat
         unloaded = asyncio.run(closed_loop(off_url, key, 1, 2 * seconds, max_tokens))
         slo_ms = 2 * unloaded.p(0.99)
         streams, capacity = _slo_capacity(off_url, key, seconds, max_tokens, slo_ms)
+        rate = capacity.goodput(slo_ms)
         rows = [
-            {"level": "unloaded", "goodput": unloaded.goodput, "p99_ms": unloaded.p(0.99)},
-            {
-                "level": f"capacity@{streams}",
-                "goodput": capacity.goodput,
-                "p99_ms": capacity.p(0.99),
-            },
+            _row("unloaded", unloaded, slo_ms),
+            _row(f"capacity@{streams}", capacity, slo_ms),
         ]
         click.echo(
-            f"capacity {capacity.goodput:.2f} req/s at {streams} streams (p99 TTFT within "
+            f"capacity {rate:.2f} req/s at {streams} streams (p99 TTFT within "
             f"{slo_ms:.0f} ms = 2x unloaded)",
             err=True,
         )
@@ -163,23 +190,17 @@ def bench_overload(settings: Settings, seconds: float, max_tokens: int, json_pat
         with api_process(admission_on.to_env()) as (on_url, _):
             for factor in (0.5, 1.0, 2.0, 4.0):
                 for mode, url in (("off", off_url), ("on", on_url)):
-                    out = asyncio.run(
-                        open_loop(url, key, factor * capacity.goodput, seconds, max_tokens)
-                    )
+                    out = asyncio.run(open_loop(url, key, factor * rate, seconds, max_tokens))
                     rows.append(
                         {
-                            "level": f"{factor}x",
+                            **_row(f"{factor}x", out, slo_ms),
                             "admission": mode,
-                            "offered": factor * capacity.goodput,
-                            "goodput": out.goodput,
-                            "goodput_vs_capacity": out.goodput / capacity.goodput,
-                            "p99_ms": out.p(0.99),
+                            "offered": factor * rate,
+                            "goodput_vs_capacity": out.goodput(slo_ms) / rate,
                             "p99_vs_unloaded": out.p(0.99) / unloaded.p(0.99),
-                            "refused": out.refused,
-                            "failed": out.failed,
                         }
                     )
-            rows.extend(_noisy_neighbour(on_url, operator, seconds, max_tokens, capacity.goodput))
+            rows.extend(_noisy_neighbour(on_url, operator, seconds, max_tokens, rate, slo_ms))
     _print(rows)
     json_path.parent.mkdir(parents=True, exist_ok=True)
     json_path.write_text(json.dumps(rows, indent=2))
@@ -206,10 +227,21 @@ def _slo_capacity(
                 break
             continue
         misses = 0
-        if best is None or out.goodput > best[1].goodput:
+        if best is None or out.goodput(slo_ms) > best[1].goodput(slo_ms):
             best = (streams, out)
     assert closest is not None
     return best or closest
+
+
+def _row(level: str, out: Outcome, slo_ms: float) -> dict:
+    return {
+        "level": level,
+        "goodput": out.goodput(slo_ms),
+        "done": out.done(),
+        "p99_ms": out.p(0.99),
+        "refused": out.refused,
+        "failed": out.failed,
+    }
 
 
 def _tenant_key(url: str, operator: str, **limits: int) -> str:
@@ -233,7 +265,7 @@ NOISY_MIN_SECONDS = 30.0
 
 
 def _noisy_neighbour(
-    url: str, operator: str, seconds: float, max_tokens: int, capacity: float
+    url: str, operator: str, seconds: float, max_tokens: int, capacity: float, slo_ms: float
 ) -> list[dict]:
     seconds = max(seconds, NOISY_MIN_SECONDS)
     quota_rpm = max(3, int(capacity * 60 * 0.05))  # A's plan allows 5% of the engine
@@ -250,25 +282,11 @@ def _noisy_neighbour(
 
     noisy_a, with_a = asyncio.run(both())
     return [
+        {**_row("noisy-neighbour", alone, slo_ms), "tenant": "B alone"},
+        {**_row("noisy-neighbour", noisy_a, slo_ms), "tenant": "A (5x quota)"},
         {
-            "level": "noisy-neighbour",
-            "tenant": "B alone",
-            "p99_ms": alone.p(0.99),
-            "goodput": alone.goodput,
-        },
-        {
-            "level": "noisy-neighbour",
-            "tenant": "A (5x quota)",
-            "goodput": noisy_a.goodput,
-            "refused": noisy_a.refused,
-            "p99_ms": noisy_a.p(0.99),
-        },
-        {
-            "level": "noisy-neighbour",
+            **_row("noisy-neighbour", with_a, slo_ms),
             "tenant": "B with A",
-            "p99_ms": with_a.p(0.99),
-            "goodput": with_a.goodput,
-            "refused": with_a.refused,
             "p99_vs_alone": with_a.p(0.99) / alone.p(0.99),
         },
     ]
@@ -277,14 +295,15 @@ def _noisy_neighbour(
 def _print(rows: list[dict]) -> None:
     click.echo(
         f"{'load':>16} {'admission':>9} {'offered/s':>9} {'goodput/s':>9} {'vs cap':>6} "
-        f"{'p99 TTFT ms':>11} {'vs unloaded':>11} refused"
+        f"{'done/s':>6} {'p99 TTFT ms':>11} {'vs unloaded':>11} refused"
     )
     for r in rows:
         click.echo(
             f"{r['level'] + (' ' + r['tenant'] if 'tenant' in r else ''):>16} "
             f"{r.get('admission', ''):>9} "
             f"{r.get('offered', float('nan')):9.2f} {r['goodput']:9.2f} "
-            f"{r.get('goodput_vs_capacity', float('nan')):6.2f} {r['p99_ms']:11.0f} "
+            f"{r.get('goodput_vs_capacity', float('nan')):6.2f} {r['done']:6.2f} "
+            f"{r['p99_ms']:11.0f} "
             f"{r.get('p99_vs_unloaded', r.get('p99_vs_alone', float('nan'))):11.2f} "
-            f"{r.get('refused', '')}"
+            f"{r['refused'] or ''}"
         )

@@ -118,7 +118,7 @@ class InferenceController(Controller):
 
 
 async def _run(request: Request[Any, Any, Any], principal: Principal, kind: Kind) -> Response[Any]:
-    received_at = time.monotonic()
+    received_at = request.state.get("received_at", time.monotonic())
     tenant_id = _tenant_of(principal)
     gateway: Gateway = request.app.state.gateway
     body = decode_body(await request.body(), kind)

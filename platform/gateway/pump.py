@@ -219,7 +219,6 @@ class _Live:
             except Exception as exc:  # closing a dead stream can raise its transport error
                 log.debug("closing %s failed: %s", self.rid, exc)
 
-
     async def _drain(self) -> None:
         """Read what the engine sends after the finish (usage, [DONE]) so the connection goes
         back to the pool: one closed unread is dropped, and the next request reconnects."""

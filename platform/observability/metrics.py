@@ -50,9 +50,10 @@ TTFT_SECONDS = Histogram(
 )
 GATEWAY_OVERHEAD_SECONDS = Histogram(
     "loraplex_gateway_overhead_seconds",
-    "Time a request spends in the gateway itself, by phase: admission (handler to the engine "
-    "side: resolution, sizes, quotas), routing (engine choice, adapter placement and loads, "
-    "to the engine request), relay (the engine's first text to the client's first event). "
+    "Time a request spends in the gateway itself, by phase: admission (authentication to the "
+    "engine side: key, body, resolution, sizes, quotas), routing (engine choice, adapter "
+    "placement and loads, to the engine request), relay (the engine's first text to the "
+    "client's first event). "
     "For a warm adapter their sum (phase total) is what the gateway adds to TTFT.",
     ["phase"],
     buckets=OVERHEAD_BUCKETS,

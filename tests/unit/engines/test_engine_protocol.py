@@ -58,7 +58,10 @@ async def test_sse_events_split_across_network_reads_are_joined():
             yield block
 
     response = httpx.Response(200, content=body())
-    assert [data async for data in iter_sse_data(response.aiter_bytes())] == [b'{"a": 1}', b"[DONE]"]
+    assert [data async for data in iter_sse_data(response.aiter_bytes())] == [
+        b'{"a": 1}',
+        b"[DONE]",
+    ]
 
 
 async def test_sse_comments_and_blank_lines_are_skipped():
