@@ -25,6 +25,7 @@ from loraplex.adapters.facts import facts_to_json, read_base_model_facts
 from loraplex.bench.api import _operator_key
 from loraplex.bench.scrape import Buckets, quantile, read_histogram
 from loraplex.bench.server import api_process
+from loraplex.bench.tenants import tenant_key
 from loraplex.serving.engines.launcher import EngineConfig, start_engine
 from loraplex.settings import Settings
 
@@ -170,17 +171,7 @@ def _setup(url: str, operator: str, engine: EngineConfig, served: str) -> str:
             "host_slots": engine.max_cpu_loras,
         },
     )
-    slug = f"bench-{secrets.token_hex(3)}"
-    tenant = httpx.post(
-        f"{url}/api/v1/tenants",
-        json={"slug": slug, "name": slug, "plan": "enterprise"},
-        headers=ops,
-    ).json()
-    key = httpx.post(
-        f"{url}/api/v1/tenants/{tenant['id']}/api-keys",
-        json={"name": "b", "scopes": ["inference"]},
-        headers=ops,
-    ).json()["key"]
+    key = tenant_key(url, operator, plan="enterprise")
     for _ in range(120):  # until the health poller has the engine in rotation
         probe = httpx.post(
             f"{url}/v1/chat/completions",

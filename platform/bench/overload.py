@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import json
 import random
-import secrets
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -30,6 +29,7 @@ import httpx
 from loraplex.bench.api import _operator_key
 from loraplex.bench.gateway import _setup
 from loraplex.bench.server import api_process
+from loraplex.bench.tenants import tenant_key
 from loraplex.serving.engines.launcher import EngineConfig, start_engine
 from loraplex.settings import Settings
 
@@ -172,7 +172,7 @@ def bench_overload(settings: Settings, seconds: float, max_tokens: int, json_pat
         _setup(off_url, operator, engine, info.served_model)
         # The load comes from a normal-priority (pro) tenant whose quotas are lifted: the
         # engine cap applies to it exactly (enterprise may use 1.2x), and no 429 mixes in.
-        key = _tenant_key(off_url, operator, **UNLIMITED)
+        key = tenant_key(off_url, operator, **UNLIMITED)
         unloaded = asyncio.run(closed_loop(off_url, key, 1, 2 * seconds, max_tokens))
         slo_ms = 2 * unloaded.p(0.99)
         streams, capacity = _slo_capacity(off_url, key, seconds, max_tokens, slo_ms)
@@ -244,20 +244,6 @@ def _row(level: str, out: Outcome, slo_ms: float) -> dict:
     }
 
 
-def _tenant_key(url: str, operator: str, **limits: int) -> str:
-    ops = {"Authorization": f"Bearer {operator}"}
-    slug = f"nn-{secrets.token_hex(3)}"
-    tenant = httpx.post(
-        f"{url}/api/v1/tenants", json={"slug": slug, "name": slug, "plan": "pro"}, headers=ops
-    ).json()
-    httpx.put(f"{url}/api/v1/tenants/{tenant['id']}/quota", json={"overrides": limits}, headers=ops)
-    return httpx.post(
-        f"{url}/api/v1/tenants/{tenant['id']}/api-keys",
-        json={"name": "b", "scopes": ["inference"]},
-        headers=ops,
-    ).json()["key"]
-
-
 # A's requests-per-minute bucket starts full (a minute's worth): offered 5x its rate, A is
 # refused only after 15 s (5T/60 > 1 + T/60). Run long enough for it to spend most of the
 # run refused.
@@ -269,8 +255,8 @@ def _noisy_neighbour(
 ) -> list[dict]:
     seconds = max(seconds, NOISY_MIN_SECONDS)
     quota_rpm = max(3, int(capacity * 60 * 0.05))  # A's plan allows 5% of the engine
-    a_key = _tenant_key(url, operator, requests_per_minute=quota_rpm)
-    b_key = _tenant_key(url, operator)
+    a_key = tenant_key(url, operator, requests_per_minute=quota_rpm)
+    b_key = tenant_key(url, operator)
     b_rate = capacity * 0.25
     alone = asyncio.run(open_loop(url, b_key, b_rate, seconds, max_tokens, seed=1))
 

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-import secrets
 
-import httpx
 import pytest
 
 from loraplex.bench.overload import Outcome, open_loop
+from loraplex.bench.tenants import tenant_key
 from tests.integration.conftest import Served
 
 pytestmark = pytest.mark.engine
@@ -16,22 +15,7 @@ SECONDS, MAX_TOKENS = 10.0, 16
 
 
 def _key(served: Served, **limits: int) -> str:
-    slug = f"nn-{secrets.token_hex(3)}"
-    tenant = httpx.post(
-        f"{served.url}/api/v1/tenants",
-        json={"slug": slug, "name": slug, "plan": "pro"},
-        headers=served.operator(),
-    ).json()
-    httpx.put(
-        f"{served.url}/api/v1/tenants/{tenant['id']}/quota",
-        json={"overrides": limits},
-        headers=served.operator(),
-    )
-    return httpx.post(
-        f"{served.url}/api/v1/tenants/{tenant['id']}/api-keys",
-        json={"name": "k", "scopes": ["inference"]},
-        headers=served.operator(),
-    ).json()["key"]
+    return tenant_key(served.url, served.operator_key, **limits)
 
 
 def test_a_noisy_tenant_gets_429s_and_the_other_keeps_its_ttft(served: Served) -> None:

@@ -4,7 +4,6 @@ replicas, leases freed after a crash, and the Redis-down behaviour."""
 from __future__ import annotations
 
 import os
-import secrets
 import signal
 import time
 from dataclasses import replace
@@ -13,6 +12,7 @@ import httpx
 import pytest
 
 from loraplex.bench.server import api_process
+from loraplex.bench.tenants import tenant_key
 from loraplex.settings import Settings
 from tests.integration.conftest import BASE, Served
 
@@ -29,23 +29,7 @@ HEADERS = (
 
 
 def _tenant(served: Served, **limits: int) -> dict[str, str]:
-    slug = f"q-{secrets.token_hex(3)}"
-    tenant = httpx.post(
-        f"{served.url}/api/v1/tenants",
-        json={"slug": slug, "name": slug, "plan": "pro"},
-        headers=served.operator(),
-    ).json()
-    httpx.put(
-        f"{served.url}/api/v1/tenants/{tenant['id']}/quota",
-        json={"overrides": limits},
-        headers=served.operator(),
-    )
-    key = httpx.post(
-        f"{served.url}/api/v1/tenants/{tenant['id']}/api-keys",
-        json={"name": "q", "scopes": ["inference"]},
-        headers=served.operator(),
-    ).json()["key"]
-    return {"Authorization": f"Bearer {key}"}
+    return {"Authorization": f"Bearer {tenant_key(served.url, served.operator_key, **limits)}"}
 
 
 def _chat(url: str, auth: dict[str, str], body: dict = TINY) -> httpx.Response:
