@@ -1,7 +1,10 @@
 """`loraplex bench gateway`: the same streaming load sent to the engine directly and through
 the gateway, interleaved in one run, at 1, 16 and 64 concurrent streams.
 
-Prints tokens/s and TTFT p50/p99 for both paths and their ratio, and writes JSON. Both paths
+Prints tokens/s and TTFT p50/p99 for both paths and their ratio, and writes JSON. Two more
+columns say where added TTFT goes: the gateway's own share as it measured it
+(`loraplex_gateway_overhead_seconds`), and the engine's own TTFT p50 on each path (vLLM's
+`time_to_first_token_seconds`): what remains is the extra HTTP hop and CPU contention. Both paths
 use the same client code, prompt, greedy sampling and output length, so the difference is
 what the gateway costs (on this 2-core machine every gateway cycle is taken from the engine).
 """
@@ -45,6 +48,9 @@ class Round:
     server_cpu_s: float = float("nan")  # CPU the gateway process spent (gateway path only)
     # The gateway's own TTFT share, p50 in ms, as it measured it (gateway path only).
     overhead_p50_ms: float = float("nan")
+    # The engine's own TTFT p50 for this round's requests (vLLM's histogram), both paths: what
+    # the engine took apart from either path's HTTP hops.
+    engine_ttft_p50_ms: float = float("nan")
 
     @property
     def tokens_per_s(self) -> float:
@@ -97,6 +103,7 @@ async def _round(
     server_pid: int | None = None,
     stagger_s: float = 0.0,
     metrics_url: str | None = None,
+    engine_url: str | None = None,
 ) -> Round:
     body = {
         "model": model,
@@ -121,7 +128,7 @@ async def _round(
                 queue.get_nowait()
                 results.append(await _one(client, url, headers, body))
 
-        overhead = _overhead(metrics_url)
+        overhead, engine_ttft = _overhead(metrics_url), _engine_ttft(engine_url)
         cpu_before, started = process_cpu_s(server_pid), time.perf_counter()
         await asyncio.gather(*(worker(stagger_s * i / streams) for i in range(streams)))
         seconds = time.perf_counter() - started
@@ -134,7 +141,15 @@ async def _round(
         [f for f, _ in results],
         process_cpu_s(server_pid) - cpu_before,
         1000 * quantile(overhead, _overhead(metrics_url), 0.5) if metrics_url else math.nan,
+        1000 * quantile(engine_ttft, _engine_ttft(engine_url), 0.5) if engine_url else math.nan,
     )
+
+
+def _engine_ttft(engine_url: str | None) -> Buckets:
+    """vLLM's own TTFT histogram now (empty without an engine URL)."""
+    if engine_url is None:
+        return {}
+    return read_histogram(engine_url, "vllm:time_to_first_token_seconds")
 
 
 def _overhead(metrics_url: str | None) -> Buckets:
@@ -250,6 +265,7 @@ def bench_gateway(
                         pid,
                         stagger_s if level > 1 else 0.0,
                         metrics_url,
+                        engine.url,
                     )
                     results.append(asyncio.run(round_))
     table = _table(results)
@@ -265,7 +281,7 @@ def _table(results: list[Round]) -> list[dict[str, float]]:
         f"{'streams':>7} {'direct tok/s':>12} {'gateway tok/s':>13} {'kept':>6} "
         f"{'TTFT p50 direct':>15} {'gateway':>8} {'added':>7} "
         f"{'TTFT p99 direct':>15} {'gateway':>8} {'server CPU µs/token direct':>26} {'gateway':>8} "
-        f"{'gateway own p50':>15}"
+        f"{'gateway own p50':>15} {'engine TTFT p50 direct':>22} {'gateway':>8}"
     )
     for level in sorted({r.streams for r in results}):
         direct = [r for r in results if r.streams == level and r.path == "direct"]
@@ -283,6 +299,8 @@ def _table(results: list[Round]) -> list[dict[str, float]]:
         d_cpu = statistics.median(1e6 * r.server_cpu_s / max(r.tokens, 1) for r in direct)
         g_cpu = statistics.median(1e6 * r.server_cpu_s / max(r.tokens, 1) for r in gateway)
         own = statistics.median(r.overhead_p50_ms for r in gateway)
+        d_eng = statistics.median(r.engine_ttft_p50_ms for r in direct)
+        g_eng = statistics.median(r.engine_ttft_p50_ms for r in gateway)
         rows.append(
             {
                 "streams": level,
@@ -297,12 +315,14 @@ def _table(results: list[Round]) -> list[dict[str, float]]:
                 "ttft_p99_direct_ms": d99,
                 "ttft_p99_gateway_ms": g99,
                 "gateway_own_overhead_p50_ms": own,
+                "engine_ttft_p50_direct_ms": d_eng,
+                "engine_ttft_p50_gateway_ms": g_eng,
             }
         )
         click.echo(
             f"{level:7d} {d_tps:12.0f} {g_tps:13.0f} {g_tps / d_tps:5.2f}x "
             f"{d50:13.1f}ms {g50:6.1f}ms "
             f"{g50 - d50:+6.1f} {d99:13.1f}ms {g99:6.1f}ms {d_cpu:26.0f} {g_cpu:8.0f} "
-            f"{own:13.1f}ms"
+            f"{own:13.1f}ms {d_eng:20.1f}ms {g_eng:6.1f}ms"
         )
     return rows
