@@ -1,4 +1,7 @@
-"""HTTP plumbing shared by the engine drivers: one pooled client, live streams, SSE, metrics.
+"""HTTP plumbing shared by the engine drivers: control calls, live streams, SSE, metrics.
+
+Control calls and probes go through one pooled httpx client; generations through
+`streams.py` (aiohttp), where the per-chunk cost is.
 
 The per-chunk path matters: the gateway must keep at least 0.95 times the engine's throughput, which
 leaves about 50 µs of CPU per streamed chunk (shared/cpu-engine-notes.md). So SSE is split
