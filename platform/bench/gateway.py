@@ -151,18 +151,19 @@ async def _round(
     )
 
 
-def _engine_ttft(engine_url: str | None) -> Buckets:
-    """vLLM's own TTFT histogram now (empty without an engine URL)."""
-    if engine_url is None:
-        return {}
-    return read_histogram(engine_url, "vllm:time_to_first_token_seconds")
+def _histogram(url: str | None, name: str, **labels: str) -> Buckets:
+    """Histogram `name` as the server at `url` has it now (empty without a URL)."""
+    return read_histogram(url, name, **labels) if url is not None else {}
 
 
 def _overhead(metrics_url: str | None) -> Buckets:
-    """The gateway's `total` overhead histogram now (empty without a gateway)."""
-    if metrics_url is None:
-        return {}
-    return read_histogram(metrics_url, "loraplex_gateway_overhead_seconds", phase="total")
+    """The gateway's `total` overhead histogram now."""
+    return _histogram(metrics_url, "loraplex_gateway_overhead_seconds", phase="total")
+
+
+def _engine_ttft(engine_url: str | None) -> Buckets:
+    """vLLM's own TTFT histogram now."""
+    return _histogram(engine_url, "vllm:time_to_first_token_seconds")
 
 
 def _setup(url: str, operator: str, engine: EngineConfig, served: str) -> str:

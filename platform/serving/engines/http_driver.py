@@ -44,6 +44,9 @@ DONE = b"[DONE]"
 STREAM_BROKEN = (StreamClosed,)
 
 encode_json = msgspec.json.Encoder().encode
+# Generations one driver runs at once before the next waits for a connection; the gateway's
+# admission cap keeps far fewer in flight.
+MAX_STREAMS = 256
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,7 +113,6 @@ class HttpDriver:
         base_model: str | None = None,
         client: httpx.AsyncClient | None = None,
         timeouts: DriverTimeouts | None = None,
-        max_streams: int = 256,
         headers: Mapping[str, str] | None = None,
     ) -> None:
         self.url = url.rstrip("/")
@@ -126,7 +128,7 @@ class HttpDriver:
                 self.url,
                 connect_s=self.timeouts.connect,
                 read_s=self.timeouts.read,
-                max_streams=max_streams,
+                max_streams=MAX_STREAMS,
                 headers=headers,
             )
         )

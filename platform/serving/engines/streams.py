@@ -16,7 +16,8 @@ stream-parsing path without a server.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Mapping
+import contextlib
+from collections.abc import AsyncIterator, Iterator, Mapping
 from typing import Protocol
 
 import aiohttp
@@ -27,6 +28,19 @@ JSON_HEADERS = {"content-type": "application/json"}
 
 class StreamClosed(Exception):
     """The connection broke while sending or reading a generation (engine died or aborted)."""
+
+
+AIOHTTP_ERRORS = (aiohttp.ClientError, TimeoutError)  # TimeoutError: connect or sock_read
+HTTPX_ERRORS = (httpx.HTTPError, httpx.StreamError)
+
+
+@contextlib.contextmanager
+def closed_on(errors: tuple[type[BaseException], ...]) -> Iterator[None]:
+    """Turn a client library's transport `errors` into `StreamClosed`."""
+    try:
+        yield
+    except errors as exc:
+        raise StreamClosed(repr(exc)) from exc
 
 
 class Reply(Protocol):
@@ -97,10 +111,8 @@ class AiohttpStreams:
 
     async def post(self, path: str, body: bytes) -> Reply:
         """POST `body`; connection errors become `StreamClosed`."""
-        try:
+        with closed_on(AIOHTTP_ERRORS):
             response = await self._session_now().post(path, data=body, headers=self._headers)
-        except (aiohttp.ClientError, TimeoutError) as exc:
-            raise StreamClosed(repr(exc)) from exc
         return _AiohttpReply(response)
 
     async def aclose(self) -> None:
@@ -116,17 +128,13 @@ class _AiohttpReply:
         self.status = response.status
 
     async def read(self) -> bytes:
-        try:
+        with closed_on(AIOHTTP_ERRORS):
             return await self._response.read()
-        except aiohttp.ClientError as exc:
-            raise StreamClosed(repr(exc)) from exc
 
     async def blocks(self) -> AsyncIterator[bytes]:
-        try:
+        with closed_on(AIOHTTP_ERRORS):
             async for block in self._response.content.iter_any():
                 yield block
-        except aiohttp.ClientError as exc:
-            raise StreamClosed(repr(exc)) from exc
 
     async def close(self) -> None:
         # release() keeps a fully read connection for the next request and closes one
@@ -147,10 +155,8 @@ class HttpxStreams:
     async def post(self, path: str, body: bytes) -> Reply:
         """POST `body`; transport errors become `StreamClosed`."""
         request = self._client.build_request("POST", path, content=body, headers=JSON_HEADERS)
-        try:
+        with closed_on(HTTPX_ERRORS):
             response = await self._client.send(request, stream=True)
-        except httpx.HTTPError as exc:
-            raise StreamClosed(repr(exc)) from exc
         return _HttpxReply(response)
 
     async def aclose(self) -> None:
@@ -163,17 +169,13 @@ class _HttpxReply:
         self.status = response.status_code
 
     async def read(self) -> bytes:
-        try:
+        with closed_on(HTTPX_ERRORS):
             return await self._response.aread()
-        except (httpx.HTTPError, httpx.StreamError) as exc:
-            raise StreamClosed(repr(exc)) from exc
 
     async def blocks(self) -> AsyncIterator[bytes]:
-        try:
+        with closed_on(HTTPX_ERRORS):
             async for block in self._response.aiter_bytes():
                 yield block
-        except (httpx.HTTPError, httpx.StreamError) as exc:
-            raise StreamClosed(repr(exc)) from exc
 
     async def close(self) -> None:
         await self._response.aclose()

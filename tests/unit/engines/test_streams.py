@@ -47,7 +47,7 @@ async def server() -> AsyncIterator[tuple[str, list[int], asyncio.Event]]:
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    port = runner.addresses[0][1]
     yield f"http://127.0.0.1:{port}", ports, client_left
     await runner.cleanup()
 
