@@ -5,20 +5,22 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test install services lint typecheck clean
+.PHONY: run test install services browser lint typecheck clean
 
 run: install ## install, migrate and start the embedded all-in-one (SQLite, local store)
 	$(VENV)/bin/loraplex up
 
-test: install services ## set up what the tests need and run the whole suite
+test: install services browser ## set up what the tests need and run the whole suite
 	$(PY) -m pytest
 
 install: $(STAMP)
 
 # torch is installed first and pinned: on CPU machines pip takes the local CPU wheel;
 # letting the ml extra pull torch by range would fetch a multi-GB CUDA build.
-$(STAMP): pyproject.toml setup.py
+# The console's front-end libraries (htmx) come from npm into web/node_modules.
+$(STAMP): pyproject.toml setup.py web/package-lock.json
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	npm ci --prefix web --no-audit --no-fund --loglevel=error
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q torch==2.13.0
 	$(PY) -m pip install -q -e '.[ml,dev]'
@@ -26,6 +28,9 @@ $(STAMP): pyproject.toml setup.py
 
 services: ## PostgreSQL and Redis on loopback: reuse running ones, else start Debian's
 	bash deploy/local/services.sh
+
+browser: ## Debian's Chromium, for the console's browser tests
+	bash deploy/local/browser.sh
 
 lint:
 	$(VENV)/bin/ruff check .

@@ -35,6 +35,7 @@ from loraplex.errors import exception_handlers
 from loraplex.finetune.controller import FineTuningController
 from loraplex.gateway.controller import InferenceController
 from loraplex.settings import Settings
+from loraplex.web.app import WEB_PATHS, template_config, web_router
 
 log = logging.getLogger("loraplex.app")
 
@@ -82,7 +83,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
         exclude=["/metrics", "/healthz", "/readyz", "^/v1/(chat/)?completions"],
     )
     return Litestar(
-        route_handlers=[*CONTROLLERS, MetricsController],
+        route_handlers=[*CONTROLLERS, MetricsController, web_router(settings)],
         plugins=[SQLAlchemyPlugin(config=db)],
         dependencies={
             "principal": Provide(provide_principal, sync_to_thread=False),
@@ -93,11 +94,13 @@ def create_app(settings: Settings | None = None) -> Litestar:
         middleware=[
             prometheus.middleware,
             DefineMiddleware(
-                BearerKeyMiddleware, exclude=["^/healthz", "^/readyz", "^/metrics", "^/schema"]
+                BearerKeyMiddleware,
+                exclude=["^/healthz", "^/readyz", "^/metrics", "^/schema", *WEB_PATHS],
             ),
         ],
         guards=[check_access],
         exception_handlers=exception_handlers(),
+        template_config=template_config(),
         lifespan=[lifespan],
         openapi_config=OpenAPIConfig(
             title="Loraplex",

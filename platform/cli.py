@@ -126,6 +126,22 @@ def create_operator(settings: Settings, email: str, name: str) -> None:
     click.echo(key)
 
 
+@admin.command("set-password")
+@click.option("--email", required=True)
+@click.password_option(help="read from a hidden prompt when not given")
+@click.pass_obj
+def set_password(settings: Settings, email: str, password: str) -> None:
+    """Set a user's console password (operators sign in to /admin with it)."""
+    from loraplex.control.bootstrap import set_password as set_it
+    from loraplex.errors import LoraplexError
+
+    try:
+        _run_with_session(settings, lambda session: set_it(session, email, password))
+    except LoraplexError as exc:
+        raise click.ClickException(exc.detail) from exc
+    click.echo(f"password set for {email}")
+
+
 @main.group("base-models")
 def base_models() -> None:
     """Base models adapters are trained on."""

@@ -41,6 +41,7 @@ from loraplex.serving.live import (
 )
 from loraplex.serving.registry import EngineRegistry
 from loraplex.settings import Settings
+from loraplex.web.session import SignInThrottle
 from loraplex.workers.celery_app import make_celery
 
 log = logging.getLogger("loraplex.runtime")
@@ -91,6 +92,7 @@ async def running(state: Any, settings: Settings, db: SQLAlchemyAsyncConfig) -> 
     state.redis = (
         aioredis.from_url(settings.redis_url, socket_timeout=2) if settings.redis_url else None
     )
+    state.sign_in_throttle = SignInThrottle(settings.login_attempts_per_minute, settings.redis_url)
     state.registry = EngineRegistry.from_settings(settings, session_factory=sessions)
     state.disk_cache = DiskCache(
         settings.data_dir / "cache", settings.disk_cache_bytes, state.store

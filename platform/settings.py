@@ -64,6 +64,10 @@ class Settings:
     # Security.
     secret_key: str = "dev-only-change-me"  # signs sessions and CSRF tokens
     api_key_prefix: str = "lpx"
+    # Mark the console's session and CSRF cookies `Secure`: set true when served over HTTPS.
+    secure_cookies: bool = False
+    # Console logins per email and per client address per minute, before 429.
+    login_attempts_per_minute: int = 10
     # Shared bearer token between API processes and `loraplex agent`s; empty: the agent
     # serves loopback only (see serving/agent_app.py).
     agent_token: str = ""

@@ -2,6 +2,7 @@
 
 Every route declares `opt={"access": ...}`:
 - `public`: no key (health, metrics);
+- `session`: the browser UI, which checks its own session cookie (loraplex.web.session);
 - `operator`: operator keys only; a tenant key gets 403;
 - `tenant`: operator keys, or a tenant key holding the route's scope. When the path has a
   `tenant_id`, a key of another tenant gets 404 — the object does not exist for it.
@@ -20,6 +21,7 @@ from loraplex.auth.principal import Principal, Scope
 from loraplex.errors import Forbidden, NotFound
 
 PUBLIC = {"access": "public"}
+SESSION = {"access": "session"}
 OPERATOR = {"access": "operator"}
 
 
@@ -37,7 +39,7 @@ async def check_access(
     and that hop on every request cost more than the check itself.
     """
     access = handler.opt.get("access")
-    if access == "public":
+    if access in ("public", "session"):
         return
     principal = connection.scope.get("user")
     if not isinstance(principal, Principal):

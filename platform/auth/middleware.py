@@ -10,10 +10,6 @@ from litestar.middleware import AbstractAuthenticationMiddleware, Authentication
 from loraplex.auth.authenticator import KeyAuthenticator
 from loraplex.errors import Unauthenticated
 
-# Paths that never need a key: probes, metrics, the schema, and the browser UI (which has
-# its own session login).
-PUBLIC_PATHS = {"/healthz", "/readyz", "/metrics", "/schema", "/console", "/admin", "/static", "/"}
-
 
 class BearerKeyMiddleware(AbstractAuthenticationMiddleware):
     """Puts the caller's Principal in `request.user`, or answers 401."""

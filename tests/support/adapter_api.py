@@ -59,3 +59,12 @@ async def upload_valid(
     )
     assert response.status_code == 201, response.text
     return dict(response.json())
+
+
+async def adapter_with_versions(operator: Any, tenant: Any, folder: Path, count: int) -> str:
+    """A new adapter of `tenant` on the tiny base with `count` ready versions; its name."""
+    await ensure_tiny_base(operator)
+    adapter = await create_adapter(tenant.api, tenant.id)
+    for n in range(count):
+        await upload_valid(tenant.api, tenant.id, adapter, folder / f"v{n}")
+    return adapter

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from uuid import UUID
 
 from advanced_alchemy.repository import SQLAlchemyAsyncRepository
 from advanced_alchemy.service import SQLAlchemyAsyncRepositoryService
 from sqlalchemy import func, select
 
-from loraplex.control.adapters.schemas import AliasOut
+from loraplex.control.adapters.schemas import ALIAS_PATTERN, AliasOut
 from loraplex.control.audit.service import record
 from loraplex.control.tenants.service import limits_of
 from loraplex.db.models import Adapter, AdapterAlias, AdapterVersion, Tenant, VersionStatus
@@ -36,6 +37,12 @@ class AliasService(SQLAlchemyAsyncRepositoryService[AdapterAlias]):
 
     async def point(self, adapter: Adapter, name: str, number: int, actor: str) -> AdapterAlias:
         """Point (promote) an alias at a ready version; the old target becomes `previous`."""
+        if not re.fullmatch(ALIAS_PATTERN, name):
+            raise InvalidInput(
+                f"alias '{name[:70]}' must start with a-z and hold only a-z, 0-9, '_' and '-' "
+                "(64 at most)",
+                param="alias",
+            )
         if name[:1] == RESERVED_ALIAS and name[1:].isdigit():
             raise InvalidInput(f"alias '{name}' would read as a version number", param="name")
         version = await self._ready_version(adapter, number, "version")

@@ -12,7 +12,8 @@ from loraplex.api.schemas import Input, Output
 
 # No '@' or ':' — they separate adapter, alias and version in an inference `model` string.
 AdapterName = Annotated[str, msgspec.Meta(pattern=r"^[a-z0-9][a-z0-9._-]{0,63}$")]
-AliasName = Annotated[str, msgspec.Meta(pattern=r"^[a-z][a-z0-9_-]{0,63}$")]
+ALIAS_PATTERN = r"^[a-z][a-z0-9_-]{0,63}$"
+AliasName = Annotated[str, msgspec.Meta(pattern=ALIAS_PATTERN)]
 Weight = Annotated[int, msgspec.Meta(ge=0, le=100)]
 VersionNumber = Annotated[int, msgspec.Meta(ge=1)]
 

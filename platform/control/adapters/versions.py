@@ -15,6 +15,7 @@ import anyio
 from advanced_alchemy.repository import SQLAlchemyAsyncRepository
 from advanced_alchemy.service import SQLAlchemyAsyncRepositoryService
 from sqlalchemy import func, or_, select
+from sqlalchemy.ext.asyncio import AsyncSession
 from uuid_utils.compat import uuid7
 
 from loraplex.adapters import (
@@ -52,6 +53,17 @@ STORED_STATUSES = (
     VersionStatus.READY,
     VersionStatus.ARCHIVED,
 )
+
+
+async def stored_bytes(session: AsyncSession, tenant_id: UUID) -> int:
+    """Bytes of the tenant's versions that count against `max_storage_bytes`."""
+    used = await session.scalar(
+        select(func.coalesce(func.sum(AdapterVersion.size_bytes), 0)).where(
+            AdapterVersion.tenant_id == tenant_id,
+            AdapterVersion.status.in_(STORED_STATUSES),
+        )
+    )
+    return int(used or 0)
 
 
 class VersionService(SQLAlchemyAsyncRepositoryService[AdapterVersion]):
@@ -129,15 +141,7 @@ class VersionService(SQLAlchemyAsyncRepositoryService[AdapterVersion]):
         limit = (await limits_of(session, tenant_id)).get("max_storage_bytes")
         if limit is None:
             return
-        used = (
-            await session.scalar(
-                select(func.coalesce(func.sum(AdapterVersion.size_bytes), 0)).where(
-                    AdapterVersion.tenant_id == tenant_id,
-                    AdapterVersion.status.in_(STORED_STATUSES),
-                )
-            )
-            or 0
-        )
+        used = await stored_bytes(session, tenant_id)
         if used + new_bytes > limit:
             raise QuotaExceeded(
                 f"storing {new_bytes} more bytes would exceed the plan's {limit} bytes "

@@ -7,16 +7,13 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import Api
-from tests.support.adapter_api import create_adapter, ensure_tiny_base, upload_valid
+from tests.support.adapter_api import adapter_with_versions
 
 
 @pytest.fixture
 async def three_versions(operator: Api, make_tenant, tmp_path: Path):
     tenant = await make_tenant()
-    await ensure_tiny_base(operator)
-    adapter = await create_adapter(tenant.api, tenant.id)
-    for n in range(3):
-        await upload_valid(tenant.api, tenant.id, adapter, tmp_path / f"v{n}")
+    adapter = await adapter_with_versions(operator, tenant, tmp_path, 3)
     return tenant, f"/api/v1/tenants/{tenant.id}/adapters/{adapter}/aliases"
 
 
@@ -102,3 +99,10 @@ async def test_other_tenants_adapters_versions_and_aliases_do_not_exist(
     assert (await intruder.api.get(own_path)).status_code == 404
     assert (await intruder.api.put(f"{aliases}/prod", json={"version": 2})).status_code == 404
     assert (await owner.api.get(f"{aliases}/prod")).json()["version"] == 1
+
+
+async def test_an_alias_name_outside_the_pattern_is_refused_with_400(three_versions) -> None:
+    tenant, aliases = three_versions
+    response = await tenant.api.put(f"{aliases}/Prod%21", json={"version": 1})
+    assert response.status_code == 400 and "must start with a-z" in response.json()["detail"]
+    assert (await tenant.api.get(aliases)).json() == []

@@ -79,7 +79,7 @@ async def test_every_route_declares_an_access_rule(app: Litestar) -> None:
     undeclared = [
         (m, p)
         for m, p, opt in _routes(app)
-        if opt.get("access") not in {"public", "operator", "tenant"}
+        if opt.get("access") not in {"public", "operator", "tenant", "session"}
     ]
     assert undeclared == []
 
@@ -153,10 +153,30 @@ async def test_tenant_routes_without_a_tenant_in_the_path_are_reviewed(app: Lite
 
 async def test_routes_refuse_requests_without_a_key(app: Litestar, client) -> None:
     for method, path, opt in _routes(app):
-        if opt.get("access") == "public":
+        if opt.get("access") in ("public", "session"):
             continue
         response = await client.request(method, _fill(path, {}), json={})
         assert response.status_code == 401, f"{method} {path} answered {response.status_code}"
+
+
+async def test_console_routes_without_a_session_lead_to_sign_in(app: Litestar, client) -> None:
+    """Every browser-UI route but sign-in itself: even with a valid CSRF token, no session
+    means the sign-in page, never the data or the change."""
+    open_paths = {"/", "/login", "/logout", "/static/{file_path:path}"}
+    client.cookies.clear()
+    await client.get("/login")  # the CSRF cookie, so what is checked is the session
+    csrf = {"x-csrftoken": client.cookies["csrftoken"]}
+    try:
+        for method, path, opt in _routes(app):
+            if opt.get("access") != "session" or path in open_paths:
+                continue
+            response = await client.request(
+                method, _fill(path, {}), headers=csrf, follow_redirects=False
+            )
+            where = response.headers.get("location")
+            assert where == "/login", f"{method} {path} answered {response.status_code}"
+    finally:
+        client.cookies.clear()
 
 
 async def test_operator_sees_every_tenant(operator: Api, make_tenant) -> None:

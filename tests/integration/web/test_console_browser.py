@@ -1,0 +1,93 @@
+"""The console in a real browser: Debian's Chromium, driven by Playwright, against a real
+`loraplex api` process. Proves the parts HTTP tests cannot: htmx loads from npm's copy, forms
+swap their fragments in place, the CSRF header rides along, confirm dialogs gate revokes."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from playwright.async_api import Browser, Page, async_playwright, expect
+
+from loraplex.bench.server import api_process
+from loraplex.settings import Settings
+from tests.conftest import Api
+from tests.integration.web.conftest import PASSWORD
+from tests.support.adapter_api import adapter_with_versions
+
+CHROMIUM = shutil.which("chromium")
+pytestmark = pytest.mark.skipif(
+    CHROMIUM is None, reason="Debian's chromium is not installed (make test installs it)"
+)
+
+
+@pytest.fixture(scope="module")
+def console_url(settings: Settings) -> Iterator[str]:
+    """A real API process on the test database, serving the console."""
+    with api_process(settings.to_env()) as (url, _pid):
+        yield url
+
+
+@pytest.fixture
+async def browser() -> AsyncIterator[Browser]:
+    """Headless Chromium."""
+    async with async_playwright() as playwright:
+        chromium = await playwright.chromium.launch(executable_path=CHROMIUM)
+        yield chromium
+        await chromium.close()
+
+
+async def _sign_in(page: Page, url: str, email: str) -> None:
+    await page.goto(f"{url}/login")
+    await page.fill("input[name=email]", email)
+    await page.fill("input[name=password]", PASSWORD)
+    await page.click("button:has-text('Sign in')")
+    await page.wait_for_url(f"{url}/console")
+
+
+async def test_a_tenant_admin_makes_and_revokes_a_key_and_moves_an_alias_in_chromium(
+    browser: Browser, console_url: str, make_tenant, make_user, operator: Api, tmp_path: Path
+) -> None:
+    tenant = await make_tenant()
+    adapter = await adapter_with_versions(operator, tenant, tmp_path, 2)
+    user = await make_user(tenant)
+    page = await browser.new_page()
+    await _sign_in(page, console_url, user.email)
+    await expect(page.locator("[data-meter=Adapters] .meter-value")).to_contain_text("1 / ")
+
+    # A key: its secret appears once, works, and stops working when revoked.
+    await page.click("text=API keys")
+    await page.fill("input[name=name]", "laptop")
+    await page.click("button:has-text('Create key')")
+    secret = await page.locator("[data-secret]").inner_text()
+    models, auth = f"{console_url}/v1/models", {"Authorization": f"Bearer {secret}"}
+    assert httpx.get(models, headers=auth).status_code == 200  # "inference" is checked by default
+    row = page.locator("tr", has_text="laptop")
+    page.once("dialog", lambda dialog: dialog.accept())
+    await row.locator("button:has-text('Revoke')").click()
+    await expect(page.locator("tr.revoked", has_text="laptop")).to_be_visible()
+    assert httpx.get(models, headers=auth).status_code == 401
+    await page.reload()
+    assert await page.locator("[data-secret]").count() == 0
+
+    # An alias: point it, promote it, roll it back; a bad name is explained in place.
+    await page.click("text=Adapters")
+    card = page.locator(f"[data-adapter='{adapter}']")
+    points_to = card.locator("tr[data-alias=prod] [data-points-to]")
+    for version in ("1", "2"):
+        await card.locator("form.promote select[name=version]").select_option(version)
+        await card.locator("form.promote button").click()
+        await expect(points_to).to_have_text(f"v{version}")
+    await card.locator("button:has-text('Roll back to v1')").click()
+    await expect(points_to).to_have_text("v1")
+    await card.locator("form.promote input[name=alias]").fill("Bad!")
+    await card.locator("form.promote button").click()
+    await expect(page.locator("#flash .error")).to_contain_text("must start with a-z")
+    if shots := os.environ.get("LORAPLEX_SCREENSHOTS"):  # for a person to look at the pages
+        await page.screenshot(path=f"{shots}/adapters.png", full_page=True)
+        await page.goto(f"{console_url}/console")
+        await page.screenshot(path=f"{shots}/overview.png", full_page=True)

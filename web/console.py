@@ -1,0 +1,186 @@
+"""The tenant console: overview (usage against quota), API keys, adapters and aliases.
+
+Pages render whole; forms post with htmx and get back the fragment they replace. Every
+change goes through the same service as its `/api/v1` route (validation, quota checks,
+audit entries — the actor is `user:<email>`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import UUID
+
+import msgspec
+from litestar import Controller, Request, get, post
+from litestar.datastructures import FormMultiDict
+from litestar.di import Provide
+from litestar.response import Template
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from loraplex.auth.principal import Scope
+from loraplex.control.adapters.aliases import AliasService
+from loraplex.control.adapters.schemas import AliasSet, CanarySet
+from loraplex.control.adapters.service import AdapterService
+from loraplex.control.keys.schemas import KeyCreate
+from loraplex.control.keys.service import ApiKeyService
+from loraplex.db.models import Adapter
+from loraplex.errors import Forbidden, InvalidInput
+from loraplex.web import reads
+from loraplex.web.session import Viewer, require_change
+
+TENANT_SCOPES = sorted(Scope.TENANT_SCOPES)
+
+
+def provide_tenant_id(viewer: Viewer) -> UUID:
+    """The signed-in user's tenant; operators have none and use the admin UI."""
+    if viewer.tenant_id is None:
+        raise Forbidden("operators have no tenant console: use /admin")
+    return viewer.tenant_id
+
+
+class ConsoleController(Controller):
+    """`/console/...` for the users of one tenant."""
+
+    path = "/console"
+    dependencies = {"tenant_id": Provide(provide_tenant_id, sync_to_thread=False)}
+
+    @get("/", name="console.overview")
+    async def overview(self, tenant_id: UUID, db_session: AsyncSession) -> Template:
+        """Usage against quota, and tokens per hour over the last day."""
+        return Template(
+            "console/overview.html", context={"o": await reads.overview(db_session, tenant_id)}
+        )
+
+    @get("/keys", name="console.keys")
+    async def keys_page(self, tenant_id: UUID, db_session: AsyncSession) -> Template:
+        """The tenant's API keys and a form for a new one."""
+        return await _keys(db_session, tenant_id, page=True)
+
+    @post("/keys", status_code=201)
+    async def create_key(
+        self,
+        request: Request[Any, Any, Any],
+        tenant_id: UUID,
+        viewer: Viewer,
+        db_session: AsyncSession,
+    ) -> Template:
+        """Mint a key; its secret is in this response only."""
+        require_change(viewer)
+        form = await request.form()
+        data = _convert(
+            {"name": form.get("name", "").strip(), "scopes": form.getall("scopes", [])}, KeyCreate
+        )
+        created = await ApiKeyService(session=db_session).create_tenant_key(
+            tenant_id, data, viewer.actor
+        )
+        return await _keys(db_session, tenant_id, created=created, status=201)
+
+    @post("/keys/{key_id:uuid}/revoke", status_code=200)
+    async def revoke_key(
+        self,
+        request: Request[Any, Any, Any],
+        tenant_id: UUID,
+        key_id: UUID,
+        viewer: Viewer,
+        db_session: AsyncSession,
+    ) -> Template:
+        """Revoke a key; it stops working at once on this replica."""
+        require_change(viewer)
+        key = await ApiKeyService(session=db_session).revoke(tenant_id, key_id, viewer.actor)
+        request.app.state.authenticator.forget(key.prefix)
+        return await _keys(db_session, tenant_id)
+
+    @get("/adapters", name="console.adapters")
+    async def adapters_page(self, tenant_id: UUID, db_session: AsyncSession) -> Template:
+        """Adapters with their versions and aliases."""
+        cards = await reads.adapter_cards(db_session, tenant_id)
+        return Template("console/adapters.html", context={"cards": cards})
+
+    @post("/adapters/{name:str}/aliases", status_code=200)
+    async def point_alias(
+        self,
+        request: Request[Any, Any, Any],
+        tenant_id: UUID,
+        name: str,
+        viewer: Viewer,
+        db_session: AsyncSession,
+    ) -> Template:
+        """Create an alias or promote it to another version."""
+        require_change(viewer)
+        form = await request.form()
+        alias = str(form.get("alias", "")).strip()
+        version = _convert({"version": _number(form, "version")}, AliasSet).version
+        adapter = await AdapterService(session=db_session).named(tenant_id, name)
+        await AliasService(session=db_session).point(adapter, alias, version, viewer.actor)
+        return await _card(db_session, adapter)
+
+    @post("/adapters/{name:str}/aliases/{alias:str}/rollback", status_code=200)
+    async def rollback_alias(
+        self, tenant_id: UUID, name: str, alias: str, viewer: Viewer, db_session: AsyncSession
+    ) -> Template:
+        """Point the alias back at its previous version."""
+        require_change(viewer)
+        adapter = await AdapterService(session=db_session).named(tenant_id, name)
+        await AliasService(session=db_session).rollback(adapter, alias, viewer.actor)
+        return await _card(db_session, adapter)
+
+    @post("/adapters/{name:str}/aliases/{alias:str}/canary", status_code=200)
+    async def set_canary(
+        self,
+        request: Request[Any, Any, Any],
+        tenant_id: UUID,
+        name: str,
+        alias: str,
+        viewer: Viewer,
+        db_session: AsyncSession,
+    ) -> Template:
+        """Send a share of the alias's traffic to another version (weight 0 ends the canary)."""
+        require_change(viewer)
+        form = await request.form()
+        raw = {"version": _number(form, "version"), "weight": _number(form, "weight") or 0}
+        data = _convert({k: v for k, v in raw.items() if v is not None}, CanarySet)
+        adapter = await AdapterService(session=db_session).named(tenant_id, name)
+        await AliasService(session=db_session).set_canary(
+            adapter, alias, data.version, data.weight, viewer.actor
+        )
+        return await _card(db_session, adapter)
+
+
+async def _keys(
+    session: AsyncSession,
+    tenant_id: UUID,
+    *,
+    page: bool = False,
+    created: Any = None,
+    status: int = 200,
+) -> Template:
+    context = {
+        "keys": await reads.keys(session, tenant_id),
+        "scopes": TENANT_SCOPES,
+        "created": created,
+    }
+    name = "console/keys.html" if page else "console/_keys.html"
+    return Template(name, context=context, status_code=status)
+
+
+async def _card(session: AsyncSession, adapter: Adapter) -> Template:
+    return Template(
+        "console/_adapter.html", context={"card": await reads.adapter_card(session, adapter)}
+    )
+
+
+def _number(form: FormMultiDict, field: str) -> int | None:
+    raw = str(form.get(field, "")).strip()
+    if not raw:
+        return None
+    if not raw.isdigit():
+        raise InvalidInput(f"{field} must be a whole number, not '{raw[:20]}'", param=field)
+    return int(raw)
+
+
+def _convert(value: Any, into: Any, param: str | None = None) -> Any:
+    """Validate form values with the API's own schemas, as a 400 naming the field."""
+    try:
+        return msgspec.convert(value, into)
+    except msgspec.ValidationError as exc:
+        raise InvalidInput(str(exc), param=param) from exc

@@ -1,0 +1,151 @@
+"""What the console's pages show, read from the database in one place.
+
+Handlers stay thin: each page asks one function here for its data, built from the same
+services the `/api/v1` routes use, so the console and the API cannot disagree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from uuid import UUID
+
+from advanced_alchemy.filters import OrderBy
+from sqlalchemy import func, select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from loraplex.control.adapters.aliases import AliasService
+from loraplex.control.adapters.schemas import AliasOut, VersionOut
+from loraplex.control.adapters.versions import VersionService, stored_bytes
+from loraplex.control.keys.schemas import KeyOut
+from loraplex.control.keys.service import ApiKeyService
+from loraplex.control.tenants.schemas import QuotaOut
+from loraplex.control.tenants.service import TenantService
+from loraplex.control.usage.schemas import GroupBy, UsageReportOut
+from loraplex.control.usage.service import UsageService
+from loraplex.db.models import Adapter, AdapterAlias, AdapterVersion, ApiKey, AuditEntry, Tenant
+from loraplex.web.charts import BarChart, Meter, bar_chart
+
+HOURS = 24
+
+
+@dataclass(frozen=True)
+class Overview:
+    """The console's first page: the tenant, its quotas against use, and 24 h of tokens."""
+
+    tenant: Tenant
+    quota: QuotaOut
+    meters: list[Meter]
+    tokens_by_hour: BarChart
+    requests_24h: int
+    tokens_24h: int
+    errors_24h: int
+
+
+@dataclass(frozen=True)
+class AdapterCard:
+    """One adapter with its versions (newest first) and aliases."""
+
+    adapter: Adapter
+    versions: list[VersionOut]
+    aliases: list[AliasOut]
+
+    @property
+    def ready_numbers(self) -> list[int]:
+        """Versions an alias may point at."""
+        return [v.number for v in self.versions if v.status == "ready"]
+
+
+async def overview(session: AsyncSession, tenant_id: UUID, now: datetime | None = None) -> Overview:
+    """Quotas in force, what of them is used now, and tokens per hour over the last day."""
+    now = now or datetime.now(UTC)
+    tenants = TenantService(session=session)
+    tenant = await tenants.visible(tenant_id)
+    quota = await tenants.quota(tenant_id)
+    hour = now.replace(minute=0, second=0, microsecond=0)
+    start = hour - timedelta(hours=HOURS - 1)
+    report = await UsageService(session=session).report(
+        start, now, GroupBy.HOUR, tenant_id=tenant_id
+    )
+    day_start = now.replace(hour=0, minute=0, second=0, microsecond=0)
+    today = sum(b.total_tokens for b in report.buckets if b.time >= day_start)
+    adapters = await session.scalar(
+        select(func.count()).select_from(Adapter).where(Adapter.tenant_id == tenant_id)
+    )
+    limits = quota.effective
+    meters = [
+        Meter("Tokens today (UTC)", today, limits.get("daily_tokens")),
+        Meter("Adapters", int(adapters or 0), limits.get("max_adapters")),
+        Meter(
+            "Adapter storage (bytes)",
+            await stored_bytes(session, tenant_id),
+            limits.get("max_storage_bytes"),
+        ),
+    ]
+    return Overview(
+        tenant=tenant,
+        quota=quota,
+        meters=meters,
+        tokens_by_hour=bar_chart(_hourly(report, start)),
+        requests_24h=report.totals.requests,
+        tokens_24h=report.totals.total_tokens,
+        errors_24h=report.totals.errors,
+    )
+
+
+def _hourly(report: UsageReportOut, start: datetime) -> list[tuple[str, int]]:
+    """Tokens per hour for every hour of the window, zero where nothing ran."""
+    tokens: dict[datetime, int] = {}
+    for bucket in report.buckets:
+        moment = bucket.time if bucket.time.tzinfo else bucket.time.replace(tzinfo=UTC)
+        tokens[moment] = tokens.get(moment, 0) + bucket.total_tokens
+    hours = [start + timedelta(hours=i) for i in range(HOURS)]
+    return [(f"{h:%H}:00", tokens.get(h, 0)) for h in hours]
+
+
+async def keys(session: AsyncSession, tenant_id: UUID) -> list[KeyOut]:
+    """The tenant's API keys, newest first (never their secrets)."""
+    service = ApiKeyService(session=session)
+    rows = await service.get_many(OrderBy("created_at", "desc"), ApiKey.tenant_id == tenant_id)
+    return [service.to_out(key) for key in rows]
+
+
+async def adapter_cards(session: AsyncSession, tenant_id: UUID) -> list[AdapterCard]:
+    """Every adapter of the tenant, by name, with versions and aliases."""
+    adapters = (
+        await session.scalars(
+            select(Adapter).where(Adapter.tenant_id == tenant_id).order_by(Adapter.name)
+        )
+    ).all()
+    return [await adapter_card(session, adapter) for adapter in adapters]
+
+
+async def adapter_card(session: AsyncSession, adapter: Adapter) -> AdapterCard:
+    """One adapter's versions and aliases."""
+    versions = (
+        await session.scalars(
+            select(AdapterVersion)
+            .where(AdapterVersion.adapter_id == adapter.id)
+            .order_by(AdapterVersion.number.desc())
+        )
+    ).all()
+    aliases = AliasService(session=session)
+    rows = await aliases.get_many(AdapterAlias.adapter_id == adapter.id, OrderBy("name", "asc"))
+    return AdapterCard(
+        adapter,
+        [VersionService.to_out(adapter, v) for v in versions],
+        [await aliases.to_out(a) for a in rows],
+    )
+
+
+async def tenants(session: AsyncSession) -> list[Tenant]:
+    """Every tenant, by name (operators)."""
+    return list((await session.scalars(select(Tenant).order_by(Tenant.name))).unique().all())
+
+
+async def recent_audit(session: AsyncSession, limit: int = 25) -> list[AuditEntry]:
+    """The newest audit entries (operators)."""
+    rows = await session.scalars(
+        select(AuditEntry).order_by(AuditEntry.created_at.desc()).limit(limit)
+    )
+    return list(rows.all())

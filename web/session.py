@@ -1,0 +1,163 @@
+"""Who is signed in to the console, and how they sign in.
+
+A browser session holds only the user's id (in Litestar's encrypted session cookie); every
+request reloads the user, so a deactivated user or a changed role takes effect at once.
+Sign-in attempts are limited per email and per client address (`limits`, in Redis when the
+platform has one, so the limit holds across API replicas).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import secrets
+from dataclasses import dataclass
+from typing import Any
+from uuid import UUID
+
+from limits import RateLimitItemPerMinute
+from limits.aio.storage import MemoryStorage, RedisStorage, Storage
+from limits.aio.strategies import MovingWindowRateLimiter
+from litestar import Request
+from litestar.middleware.session.client_side import (
+    ClientSideSessionBackend,
+    CookieBackendConfig,
+)
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from loraplex.control.users.service import hash_password, verify_password
+from loraplex.db.models import User, UserRole
+from loraplex.errors import Forbidden, LoraplexError
+from loraplex.settings import Settings
+
+SESSION_USER = "uid"
+
+
+class SignInRequired(LoraplexError):
+    """No one is signed in: the console answers with the sign-in page."""
+
+    status_code = 401
+    code = "sign_in_required"
+
+
+@dataclass(frozen=True, slots=True)
+class Viewer:
+    """The signed-in user, as the console's handlers see them."""
+
+    user_id: UUID
+    email: str
+    name: str
+    role: UserRole
+    tenant_id: UUID | None
+
+    @property
+    def is_operator(self) -> bool:
+        """Operators see the admin UI and every tenant."""
+        return self.role == UserRole.OPERATOR
+
+    @property
+    def can_change(self) -> bool:
+        """Tenant admins (and operators) change things; members only look."""
+        return self.role in (UserRole.OPERATOR, UserRole.TENANT_ADMIN)
+
+    @property
+    def actor(self) -> str:
+        """How the audit log names this user."""
+        return f"user:{self.email}"
+
+    @property
+    def home(self) -> str:
+        """Where signing in leads."""
+        return "/admin" if self.is_operator else "/console"
+
+
+class _CookieBackend(ClientSideSessionBackend):
+    """Litestar's encrypted-cookie backend, shared rather than copied: Litestar deep-copies a
+    router's middleware when it registers the router, and the backend's AES-GCM cipher (which
+    never changes) cannot be copied."""
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> _CookieBackend:
+        return self
+
+
+class _CookieConfig(CookieBackendConfig):
+    _backend_class = _CookieBackend
+
+
+def session_config(settings: Settings) -> CookieBackendConfig:
+    """Encrypted, HTTP-only session cookie keyed from `LORAPLEX_SECRET_KEY`."""
+    return _CookieConfig(
+        secret=hashlib.sha256(settings.secret_key.encode()).digest(),
+        key="loraplex_session",
+        max_age=8 * 3600,
+        httponly=True,
+        samesite="lax",
+        secure=settings.secure_cookies,
+    )
+
+
+async def sign_in(session: AsyncSession, email: str, password: str) -> Viewer | None:
+    """The user with this email and password, if active; None otherwise."""
+    user = await session.scalar(select(User).where(User.email == email.strip().lower()))
+    if user is None or not user.password_hash:
+        verify_password(_dummy_hash(), password)  # as slow as a wrong password
+        return None
+    if not user.is_active or not verify_password(user.password_hash, password):
+        return None
+    return _viewer(user)
+
+
+async def provide_viewer(request: Request[Any, Any, Any], db_session: AsyncSession) -> Viewer:
+    """The signed-in user (dependency `viewer`); SignInRequired when there is none."""
+    raw = request.session.get(SESSION_USER) if request.session else None
+    user = await db_session.get(User, UUID(raw)) if raw else None
+    if user is None or not user.is_active:
+        raise SignInRequired("sign in to use the console")
+    viewer = _viewer(user)
+    request.state.viewer = viewer  # the page header shows who is signed in
+    return viewer
+
+
+def require_change(viewer: Viewer) -> None:
+    """Members of a tenant may look but not change."""
+    if not viewer.can_change:
+        raise Forbidden("your role can view this page but not change it; ask a tenant admin")
+
+
+def require_operator(viewer: Viewer) -> None:
+    """The admin UI is for operators only."""
+    if not viewer.is_operator:
+        raise Forbidden("the admin UI is for operators")
+
+
+@functools.cache
+def _dummy_hash() -> str:
+    return hash_password(secrets.token_hex(16))
+
+
+def _viewer(user: User) -> Viewer:
+    return Viewer(user.id, user.email, user.name, UserRole(user.role), user.tenant_id)
+
+
+class SignInThrottle:
+    """At most `per_minute` sign-in attempts per email, and ten times that per client address
+    (one address may be a whole office behind NAT; one email is one account under attack)."""
+
+    def __init__(self, per_minute: int, redis_url: str = ""):
+        storage: Storage = (
+            RedisStorage(
+                f"async+{redis_url}", implementation="redispy", key_prefix="loraplex:login"
+            )
+            if redis_url
+            else MemoryStorage()
+        )
+        self._limiter = MovingWindowRateLimiter(storage)
+        self._per_email = RateLimitItemPerMinute(per_minute)
+        self._per_address = RateLimitItemPerMinute(10 * per_minute)
+
+    async def allow(self, email: str, address: str) -> bool:
+        """Count one attempt; False when either the email or the address is over the limit."""
+        by_email = await self._limiter.hit(self._per_email, "email", email.strip().lower())
+        by_address = await self._limiter.hit(self._per_address, "address", address)
+        return by_email and by_address
