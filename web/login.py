@@ -8,7 +8,7 @@ from litestar import Controller, Request, get, post
 from litestar.response import Redirect, Template
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from loraplex.web.session import SESSION_USER, SignInThrottle, sign_in
+from loraplex.web.session import SESSION_HOME, SESSION_USER, SignInThrottle, sign_in
 
 
 class LoginController(Controller):
@@ -16,8 +16,8 @@ class LoginController(Controller):
 
     @get("/", name="web.home")
     async def home(self, request: Request[Any, Any, Any]) -> Redirect:
-        """The console for a signed-in visitor, else the sign-in page."""
-        return Redirect("/console" if request.session.get(SESSION_USER) else "/login")
+        """The console (or, for operators, the admin UI) when signed in, else the sign-in page."""
+        return Redirect(request.session.get(SESSION_HOME, "/login"))
 
     @get("/login", name="web.login")
     async def login_page(self) -> Template:
@@ -37,7 +37,7 @@ class LoginController(Controller):
         if viewer is None:
             return _form(email, "Wrong email or password.", 401)
         request.clear_session()  # a new session id for the new identity
-        request.set_session({SESSION_USER: str(viewer.user_id)})
+        request.set_session({SESSION_USER: str(viewer.user_id), SESSION_HOME: viewer.home})
         return Redirect(viewer.home, status_code=303)
 
     @post("/logout", status_code=303)

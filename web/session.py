@@ -32,6 +32,7 @@ from loraplex.errors import Forbidden, LoraplexError
 from loraplex.settings import Settings
 
 SESSION_USER = "uid"
+SESSION_HOME = "home"  # where `/` leads once signed in
 
 
 class SignInRequired(LoraplexError):

@@ -206,6 +206,7 @@ async def test_operators_get_the_admin_ui_and_tenant_users_do_not(
     tenant = await make_tenant()
     signed_in = await sign_in(browser_client, operator_user.email, operator_user.password)
     assert signed_in.headers["location"] == "/admin"
+    assert (await browser_client.get("/", follow_redirects=False)).headers["location"] == "/admin"
     admin = await browser_client.get("/admin/")
     assert (
         admin.status_code == 200
@@ -216,6 +217,7 @@ async def test_operators_get_the_admin_ui_and_tenant_users_do_not(
     user = await make_user(tenant)
     await sign_in(browser_client, user.email, PASSWORD)
     assert (await browser_client.get("/admin/")).status_code == 403
+    assert (await browser_client.get("/", follow_redirects=False)).headers["location"] == "/console"
 
 
 async def test_signing_out_ends_the_session(browser_client, make_tenant, make_user) -> None:
@@ -227,6 +229,7 @@ async def test_signing_out_ends_the_session(browser_client, make_tenant, make_us
     assert out.status_code == 303
     after = await browser_client.get("/console/", follow_redirects=False)
     assert after.headers["location"] == "/login"
+    assert (await browser_client.get("/", follow_redirects=False)).headers["location"] == "/login"
 
 
 def _alias(response: httpx.Response) -> tuple[int, int | None, int | None, int]:
