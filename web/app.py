@@ -33,6 +33,7 @@ from loraplex.errors import LoraplexError
 from loraplex.settings import Settings
 from loraplex.web.admin import AdminController
 from loraplex.web.console import ConsoleController
+from loraplex.web.finetunes import FineTuneController
 from loraplex.web.login import LoginController
 from loraplex.web.session import SignInRequired, provide_viewer, session_config
 
@@ -57,7 +58,7 @@ def web_router(settings: Settings) -> Router:
     )
     pages = Router(
         path="/",
-        route_handlers=[ConsoleController, AdminController],
+        route_handlers=[ConsoleController, FineTuneController, AdminController],
         dependencies={"viewer": Provide(provide_viewer)},
     )
     return Router(

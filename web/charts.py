@@ -81,3 +81,33 @@ def bar_chart(
 
 def _scaled(value: int, peak: int, height: int) -> float:
     return 0.0 if peak <= 0 else height * value / peak
+
+
+@dataclass(frozen=True, slots=True)
+class LineChart:
+    """A polyline through (x, y) points, scaled to fill the box; y grows upwards."""
+
+    width: int
+    height: int
+    points: str  # the SVG `points` attribute
+    x_max: float
+    y_min: float
+    y_max: float
+    last: float | None  # the newest y, to print beside the chart
+
+
+def line_chart(
+    points: Sequence[tuple[float, float]], width: int = 720, height: int = 160, pad: float = 4.0
+) -> LineChart:
+    """Scale points so the lowest y sits at the bottom and the highest at the top."""
+    if not points:
+        return LineChart(width, height, "", 0.0, 0.0, 0.0, None)
+    xs, ys = [x for x, _ in points], [y for _, y in points]
+    x_min, x_max, y_min, y_max = min(xs), max(xs), min(ys), max(ys)
+    x_span, y_span = (x_max - x_min) or 1.0, (y_max - y_min) or 1.0
+    inner_w, inner_h = width - 2 * pad, height - 2 * pad
+    coords = " ".join(
+        f"{pad + inner_w * (x - x_min) / x_span:.1f},{pad + inner_h * (y_max - y) / y_span:.1f}"
+        for x, y in points
+    )
+    return LineChart(width, height, coords, x_max, y_min, y_max, ys[-1])

@@ -10,9 +10,7 @@ from __future__ import annotations
 from typing import Any
 from uuid import UUID
 
-import msgspec
-from litestar import Controller, Request, get, post
-from litestar.datastructures import FormMultiDict
+from litestar import Controller, Request, Response, get, post
 from litestar.di import Provide
 from litestar.response import Template
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -24,8 +22,10 @@ from loraplex.control.adapters.service import AdapterService
 from loraplex.control.keys.schemas import KeyCreate
 from loraplex.control.keys.service import ApiKeyService
 from loraplex.db.models import Adapter
-from loraplex.errors import Forbidden, InvalidInput
+from loraplex.errors import Forbidden
+from loraplex.gateway.controller import model_ids, run_inference
 from loraplex.web import reads
+from loraplex.web.forms import convert, number
 from loraplex.web.session import Viewer, require_change
 
 TENANT_SCOPES = sorted(Scope.TENANT_SCOPES)
@@ -67,7 +67,7 @@ class ConsoleController(Controller):
         """Mint a key; its secret is in this response only."""
         require_change(viewer)
         form = await request.form()
-        data = _convert(
+        data = convert(
             {"name": form.get("name", "").strip(), "scopes": form.getall("scopes", [])}, KeyCreate
         )
         created = await ApiKeyService(session=db_session).create_tenant_key(
@@ -90,6 +90,20 @@ class ConsoleController(Controller):
         request.app.state.authenticator.forget(key.prefix)
         return await _keys(db_session, tenant_id)
 
+    @get("/playground", name="console.playground")
+    async def playground_page(self, tenant_id: UUID, db_session: AsyncSession) -> Template:
+        """Pick a model (base, adapter, alias or version), chat, watch the answer stream."""
+        models = await model_ids(db_session, tenant_id)
+        return Template("console/playground.html", context={"models": models})
+
+    @post("/playground/chat", status_code=200)
+    async def playground_chat(
+        self, request: Request[Any, Any, Any], tenant_id: UUID
+    ) -> Response[Any]:
+        """An OpenAI chat request from the playground, run exactly as `/v1/chat/completions`
+        runs it for this tenant: quotas, admission, usage and the SSE stream included."""
+        return await run_inference(request, tenant_id, "chat")
+
     @get("/adapters", name="console.adapters")
     async def adapters_page(self, tenant_id: UUID, db_session: AsyncSession) -> Template:
         """Adapters with their versions and aliases."""
@@ -109,7 +123,7 @@ class ConsoleController(Controller):
         require_change(viewer)
         form = await request.form()
         alias = str(form.get("alias", "")).strip()
-        version = _convert({"version": _number(form, "version")}, AliasSet).version
+        version = convert({"version": number(form, "version")}, AliasSet).version
         adapter = await AdapterService(session=db_session).named(tenant_id, name)
         await AliasService(session=db_session).point(adapter, alias, version, viewer.actor)
         return await _card(db_session, adapter)
@@ -137,8 +151,8 @@ class ConsoleController(Controller):
         """Send a share of the alias's traffic to another version (weight 0 ends the canary)."""
         require_change(viewer)
         form = await request.form()
-        raw = {"version": _number(form, "version"), "weight": _number(form, "weight") or 0}
-        data = _convert({k: v for k, v in raw.items() if v is not None}, CanarySet)
+        raw = {"version": number(form, "version"), "weight": number(form, "weight") or 0}
+        data = convert({k: v for k, v in raw.items() if v is not None}, CanarySet)
         adapter = await AdapterService(session=db_session).named(tenant_id, name)
         await AliasService(session=db_session).set_canary(
             adapter, alias, data.version, data.weight, viewer.actor
@@ -167,20 +181,3 @@ async def _card(session: AsyncSession, adapter: Adapter) -> Template:
     return Template(
         "console/_adapter.html", context={"card": await reads.adapter_card(session, adapter)}
     )
-
-
-def _number(form: FormMultiDict, field: str) -> int | None:
-    raw = str(form.get(field, "")).strip()
-    if not raw:
-        return None
-    if not raw.isdigit():
-        raise InvalidInput(f"{field} must be a whole number, not '{raw[:20]}'", param=field)
-    return int(raw)
-
-
-def _convert(value: Any, into: Any, param: str | None = None) -> Any:
-    """Validate form values with the API's own schemas, as a 400 naming the field."""
-    try:
-        return msgspec.convert(value, into)
-    except msgspec.ValidationError as exc:
-        raise InvalidInput(str(exc), param=param) from exc

@@ -26,7 +26,8 @@ from loraplex.control.usage.service import UsageService
 from loraplex.db.models import Adapter, AdapterAlias, AdapterVersion, ApiKey, AuditEntry, Tenant
 from loraplex.web.charts import BarChart, Meter, bar_chart
 
-HOURS = 24
+HOURS = 24  # the tenant overview's chart
+MINUTES = 60  # the admin dashboard's chart
 
 
 @dataclass(frozen=True)
@@ -86,21 +87,45 @@ async def overview(session: AsyncSession, tenant_id: UUID, now: datetime | None 
         tenant=tenant,
         quota=quota,
         meters=meters,
-        tokens_by_hour=bar_chart(_hourly(report, start)),
+        tokens_by_hour=bar_chart(_series(report, start, timedelta(hours=1), HOURS, "%H:00")),
         requests_24h=report.totals.requests,
         tokens_24h=report.totals.total_tokens,
         errors_24h=report.totals.errors,
     )
 
 
-def _hourly(report: UsageReportOut, start: datetime) -> list[tuple[str, int]]:
-    """Tokens per hour for every hour of the window, zero where nothing ran."""
+def _series(
+    report: UsageReportOut, start: datetime, step: timedelta, count: int, label: str
+) -> list[tuple[str, int]]:
+    """Tokens per bucket for every bucket of the window, zero where nothing ran."""
     tokens: dict[datetime, int] = {}
     for bucket in report.buckets:
         moment = bucket.time if bucket.time.tzinfo else bucket.time.replace(tzinfo=UTC)
         tokens[moment] = tokens.get(moment, 0) + bucket.total_tokens
-    hours = [start + timedelta(hours=i) for i in range(HOURS)]
-    return [(f"{h:%H}:00", tokens.get(h, 0)) for h in hours]
+    moments = [start + i * step for i in range(count)]
+    return [(f"{m:{label}}", tokens.get(m, 0)) for m in moments]
+
+
+@dataclass(frozen=True)
+class Traffic:
+    """Every tenant's traffic over the last hour, per minute (from the usage table, so it
+    covers all API replicas)."""
+
+    tokens_by_minute: BarChart
+    requests: int
+    tokens: int
+    errors: int
+
+
+async def traffic(session: AsyncSession, now: datetime | None = None) -> Traffic:
+    """Tokens per minute over the last hour, all tenants."""
+    now = now or datetime.now(UTC)
+    start = now.replace(second=0, microsecond=0) - timedelta(minutes=MINUTES - 1)
+    report = await UsageService(session=session).report(start, now, GroupBy.MINUTE)
+    points = _series(report, start, timedelta(minutes=1), MINUTES, "%H:%M")
+    return Traffic(
+        bar_chart(points), report.totals.requests, report.totals.total_tokens, report.totals.errors
+    )
 
 
 async def keys(session: AsyncSession, tenant_id: UUID) -> list[KeyOut]:

@@ -81,45 +81,55 @@ class InferenceController(Controller):
     @get("/v1/models", operation_id="ListModels", opt=access.tenant(Scope.INFERENCE))
     async def models(self, principal: Principal, db_session: AsyncSession) -> dict[str, Any]:
         """Base models, and the tenant's adapters with their aliases and ready versions."""
-        tenant_id = _tenant_of(principal)
         created = int(time.time())
-        ids = list(
-            (await db_session.execute(select(BaseModel.name).order_by(BaseModel.name))).scalars()
-        )
-        adapters = (
-            (
-                await db_session.execute(
-                    select(Adapter).where(Adapter.tenant_id == tenant_id).order_by(Adapter.name)
-                )
-            )
-            .scalars()
-            .all()
-        )
-        for adapter in adapters:
-            ids.append(adapter.name)
-            aliases = await db_session.execute(
-                select(AdapterAlias.name).where(AdapterAlias.adapter_id == adapter.id)
-            )
-            ids.extend(f"{adapter.name}@{alias}" for alias in aliases.scalars())
-            numbers = await db_session.execute(
-                select(AdapterVersion.number).where(
-                    AdapterVersion.adapter_id == adapter.id,
-                    AdapterVersion.status == VersionStatus.READY,
-                )
-            )
-            ids.extend(f"{adapter.name}@v{n}" for n in numbers.scalars())
         return {
             "object": "list",
             "data": [
                 {"id": i, "object": "model", "created": created, "owned_by": "loraplex"}
-                for i in ids
+                for i in await model_ids(db_session, _tenant_of(principal))
             ],
         }
 
 
+async def model_ids(session: AsyncSession, tenant_id: Any) -> list[str]:
+    """What a tenant may put in `model`: base models, then each adapter, its aliases and
+    ready versions."""
+    ids = list((await session.execute(select(BaseModel.name).order_by(BaseModel.name))).scalars())
+    adapters = (
+        (
+            await session.execute(
+                select(Adapter).where(Adapter.tenant_id == tenant_id).order_by(Adapter.name)
+            )
+        )
+        .scalars()
+        .all()
+    )
+    for adapter in adapters:
+        ids.append(adapter.name)
+        aliases = await session.execute(
+            select(AdapterAlias.name).where(AdapterAlias.adapter_id == adapter.id)
+        )
+        ids.extend(f"{adapter.name}@{alias}" for alias in aliases.scalars())
+        numbers = await session.execute(
+            select(AdapterVersion.number).where(
+                AdapterVersion.adapter_id == adapter.id,
+                AdapterVersion.status == VersionStatus.READY,
+            )
+        )
+        ids.extend(f"{adapter.name}@v{n}" for n in numbers.scalars())
+    return ids
+
+
 async def _run(request: Request[Any, Any, Any], principal: Principal, kind: Kind) -> Response[Any]:
+    return await run_inference(request, _tenant_of(principal), kind)
+
+
+async def run_inference(
+    request: Request[Any, Any, Any], tenant_id: Any, kind: Kind
+) -> Response[Any]:
+    """Run the OpenAI request in `request`'s body for `tenant_id`: limits, admission, engine,
+    and a JSON or SSE answer. The console's playground runs its requests through here too."""
     received_at = request.state.get("received_at", time.monotonic())
-    tenant_id = _tenant_of(principal)
     gateway: Gateway = request.app.state.gateway
     body = decode_body(await request.body(), kind)
     limits = await request.app.state.tenant_limits.get(tenant_id)

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import itertools
+import math
 
-from loraplex.web.charts import Meter, bar_chart
+from loraplex.web.charts import Meter, bar_chart, line_chart
 
 
 def test_the_tallest_bar_fills_the_chart_and_the_others_scale_to_it() -> None:
@@ -35,3 +36,20 @@ def test_meters_warn_from_80_percent_and_are_full_at_the_limit() -> None:
 def test_a_meter_without_a_limit_is_never_full() -> None:
     meter = Meter("t", 10**9, None)
     assert (meter.level, meter.percent) == ("ok", 0.0)
+
+
+def test_a_loss_curve_spans_the_box_with_the_highest_loss_at_the_top() -> None:
+    chart = line_chart([(1, 2.0), (2, 1.0), (3, 0.5)], width=108, height=58, pad=4)
+    coords = [tuple(map(float, p.split(","))) for p in chart.points.split()]
+    expected = [(4.0, 4.0), (54.0, 4.0 + 50 * (1.0 / 1.5)), (104.0, 54.0)]
+    assert all(
+        math.isclose(a, b, abs_tol=0.05)
+        for p, q in zip(coords, expected, strict=True)
+        for a, b in zip(p, q, strict=True)
+    )
+    assert (chart.y_min, chart.y_max, chart.last) == (0.5, 2.0, 0.5)
+
+
+def test_one_point_or_none_still_draws() -> None:
+    assert line_chart([]).points == ""
+    assert line_chart([(5, 1.0)]).points.count(",") == 1

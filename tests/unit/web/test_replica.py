@@ -1,0 +1,40 @@
+"""The admin dashboard's live figures, read off a Prometheus registry."""
+
+from __future__ import annotations
+
+import math
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+
+from loraplex.web.replica import replica_stats
+
+
+def test_totals_quantiles_and_hit_ratios_come_from_the_registry() -> None:
+    registry = CollectorRegistry()
+    requests = Counter(
+        "loraplex_inference_requests", "", ["tenant", "model", "status"], registry=registry
+    )
+    ttft = Histogram(
+        "loraplex_ttft_seconds", "", ["model"], buckets=(0.05, 0.1, 1.0), registry=registry
+    )
+    hits = Counter("loraplex_adapter_cache_hits", "", ["tier"], registry=registry)
+    requests.labels("a", "m1", "200").inc(8)
+    requests.labels("b", "m2", "200").inc(2)
+    requests.labels("a", "m1", "429").inc(3)
+    requests.labels("a", "m1", "503").inc(1)
+    for seconds in [0.02] * 6 + [0.5] * 4:  # two models, one distribution
+        ttft.labels("m1" if seconds < 0.1 else "m2").observe(seconds)
+    hits.labels("active").inc(3)
+    hits.labels("cold").inc(1)
+
+    stats = replica_stats(registry)
+
+    assert (stats.requests, stats.refused, stats.server_errors) == (14, 3, 1)
+    assert stats.ttft_p50_ms < 50 < 100 < stats.ttft_p99_ms <= 1000
+    assert stats.hit_ratio == {"active": 0.75, "loaded": 0.0, "disk": 0.0, "cold": 0.25}
+
+
+def test_a_fresh_process_shows_no_figures_rather_than_zeros() -> None:
+    stats = replica_stats(CollectorRegistry())
+    assert stats.requests == 0 and math.isnan(stats.ttft_p50_ms)
+    assert set(stats.hit_ratio.values()) == {0.0}

@@ -1,0 +1,169 @@
+"""The console's fine-tuning pages: training files, jobs, and a job's live progress and loss.
+
+The same services as `/v1/files` and `/v1/fine_tuning/jobs`; a job created here is queued
+for the workers exactly as one created with OpenAI's SDK.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from uuid import UUID
+
+from litestar import Controller, Request, Response, get, post
+from litestar.di import Provide
+from litestar.response import Template
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from loraplex.adapters.store import ObjectStore
+from loraplex.api.multipart import save_multipart
+from loraplex.db.models import BaseModel, FineTuneEvent, FineTuneJob
+from loraplex.errors import InvalidInput
+from loraplex.finetune.files import PURPOSE, FileService
+from loraplex.finetune.ids import FILE, JOB, public
+from loraplex.finetune.jobs import ACTIVE, JobService
+from loraplex.finetune.schemas import JobCreate
+from loraplex.settings import Settings
+from loraplex.web.charts import LineChart, line_chart
+from loraplex.web.console import provide_tenant_id
+from loraplex.web.forms import convert, number
+from loraplex.web.session import Viewer, require_change
+
+MAX_LOSS_POINTS = 2000  # events read for the loss curve
+
+
+@dataclass(frozen=True)
+class JobView:
+    """One job as the pages show it."""
+
+    id: str
+    job: FineTuneJob
+    loss: LineChart
+    events: list[FineTuneEvent]  # newest first
+
+    @property
+    def active(self) -> bool:
+        """Still validating, queued or running: the page keeps polling."""
+        return self.job.status in ACTIVE
+
+    @property
+    def percent(self) -> float:
+        """Steps done, 0-100."""
+        progress = self.job.progress or {}
+        total = progress.get("total_steps") or 0
+        return 100.0 * progress.get("step", 0) / total if total else 0.0
+
+
+class FineTuneController(Controller):
+    """`/console/fine-tunes`: upload a training file, start a job, watch it train."""
+
+    path = "/console/fine-tunes"
+    dependencies = {"tenant_id": Provide(provide_tenant_id, sync_to_thread=False)}
+
+    @get("/", name="console.fine_tunes")
+    async def jobs_page(
+        self, tenant_id: UUID, db_session: AsyncSession, store: ObjectStore
+    ) -> Template:
+        """Jobs (newest first), files, and the form for a new job."""
+        jobs = await JobService(db_session).list(tenant_id, 50, None)
+        files = await FileService(db_session, store).list(tenant_id)
+        models = (await db_session.scalars(select(BaseModel.name).order_by(BaseModel.name))).all()
+        context = {
+            "jobs": [(public(JOB, j.id), j) for j in jobs],
+            "files": [(public(FILE, f.id), f) for f in files],
+            "models": models,
+        }
+        return Template("console/fine_tunes.html", context=context)
+
+    @post("/files", status_code=201, request_max_body_size=None)
+    async def upload_file(
+        self,
+        request: Request[Any, Any, Any],
+        tenant_id: UUID,
+        viewer: Viewer,
+        db_session: AsyncSession,
+        store: ObjectStore,
+        settings: Settings,
+    ) -> Response[Any]:
+        """A JSONL training file, validated as `/v1/files` validates it; then the page again."""
+        require_change(viewer)
+        uploads = settings.data_dir / "uploads"
+        uploads.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=uploads) as workdir:
+            files, _ = await save_multipart(
+                request, Path(workdir), settings.max_training_file_bytes
+            )
+            if len(files) != 1 or not files[0].stat().st_size:
+                raise InvalidInput("choose one JSONL file", param="file")
+            await FileService(db_session, store).upload(
+                tenant_id,
+                PURPOSE,
+                files[0],
+                files[0].name,
+                settings.max_training_file_bytes,
+                viewer.actor,
+            )
+        return Response(b"", status_code=201, headers={"HX-Refresh": "true"})
+
+    @post("/", status_code=201)
+    async def create_job(
+        self,
+        request: Request[Any, Any, Any],
+        tenant_id: UUID,
+        viewer: Viewer,
+        db_session: AsyncSession,
+    ) -> Response[Any]:
+        """Queue a job for the workers and open its page."""
+        require_change(viewer)
+        form = await request.form()
+        hyper = {"n_epochs": number(form, "n_epochs") or "auto"}
+        fields = {
+            "model": form.get("model", ""),
+            "training_file": form.get("training_file", ""),
+            "suffix": str(form.get("suffix", "")).strip() or None,
+            "alias": str(form.get("alias", "")).strip() or None,
+            "hyperparameters": hyper,
+        }
+        data = convert({k: v for k, v in fields.items() if v is not None}, JobCreate)
+        job = await JobService(db_session).create(tenant_id, data, viewer.actor)
+        await db_session.commit()  # the worker must see the job before the task arrives
+        request.app.state.job_queue.validate(job.id)
+        where = f"/console/fine-tunes/{public(JOB, job.id)}"
+        return Response(b"", status_code=201, headers={"HX-Redirect": where})
+
+    @get("/{job_id:str}", name="console.fine_tune")
+    async def job_page(self, tenant_id: UUID, job_id: str, db_session: AsyncSession) -> Template:
+        """One job: status, progress, the loss curve and its events; live while it runs."""
+        view = await _view(db_session, tenant_id, job_id)
+        return Template("console/fine_tune.html", context={"v": view})
+
+    @get("/{job_id:str}/live")
+    async def job_live(self, tenant_id: UUID, job_id: str, db_session: AsyncSession) -> Template:
+        """The live part of the job page, polled by htmx until the job ends."""
+        view = await _view(db_session, tenant_id, job_id)
+        return Template("console/_fine_tune_live.html", context={"v": view})
+
+    @post("/{job_id:str}/cancel", status_code=200)
+    async def cancel(
+        self, tenant_id: UUID, job_id: str, viewer: Viewer, db_session: AsyncSession
+    ) -> Template:
+        """Ask the workers to stop the job."""
+        require_change(viewer)
+        await JobService(db_session).cancel(tenant_id, job_id, viewer.actor)
+        view = await _view(db_session, tenant_id, job_id)
+        return Template("console/_fine_tune_live.html", context={"v": view})
+
+
+async def _view(session: AsyncSession, tenant_id: UUID, job_id: str) -> JobView:
+    jobs = JobService(session)
+    job = await jobs.get(tenant_id, job_id)
+    events = await jobs.events(job, MAX_LOSS_POINTS)
+    points = [
+        (float(e.data["step"]), float(e.data["loss"]))
+        for e in reversed(events)
+        if e.type == "metrics" and "step" in e.data and e.data.get("loss") is not None
+    ]
+    return JobView(public(JOB, job.id), job, line_chart(points), events[:50])

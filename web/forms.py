@@ -1,0 +1,28 @@
+"""Reading the console's HTML forms: numbers, and values checked by the API's own schemas."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+from litestar.datastructures import FormMultiDict
+
+from loraplex.errors import InvalidInput
+
+
+def number(form: FormMultiDict, field: str) -> int | None:
+    """A whole number from a form field; None when empty, 400 when not a number."""
+    raw = str(form.get(field, "")).strip()
+    if not raw:
+        return None
+    if not raw.isdigit():
+        raise InvalidInput(f"{field} must be a whole number, not '{raw[:20]}'", param=field)
+    return int(raw)
+
+
+def convert(value: Any, into: Any, param: str | None = None) -> Any:
+    """Validate form values with the API's own schemas, as a 400 naming the field."""
+    try:
+        return msgspec.convert(value, into)
+    except msgspec.ValidationError as exc:
+        raise InvalidInput(str(exc), param=param) from exc
