@@ -28,6 +28,7 @@ from litestar.response import Redirect, Template
 from litestar.static_files import create_static_files_router
 from litestar.template.config import TemplateConfig
 
+from loraplex.adapters.errors import AdapterRejected, StoreError
 from loraplex.auth import access
 from loraplex.errors import LoraplexError
 from loraplex.settings import Settings
@@ -77,6 +78,8 @@ def web_router(settings: Settings) -> Router:
         ],
         exception_handlers={
             LoraplexError: _on_error,
+            AdapterRejected: _on_error,
+            StoreError: _on_error,
             HTTPException: _on_error,
             RepositoryError: _on_error,
         },
@@ -103,6 +106,11 @@ def _status_and_message(exc: Exception) -> tuple[int, str]:
         return exc.status_code, exc.detail
     if isinstance(exc, HTTPException):
         return exc.status_code, str(exc.detail)
+    if isinstance(exc, AdapterRejected):
+        return (413 if exc.code == "too_large" else 422), exc.message
+    if isinstance(exc, StoreError):
+        log.error("object store error in the console: %s", exc)
+        return 503, "the object store is unavailable; try again shortly"
     if isinstance(exc, NotFoundError):
         return 404, "not found"
     if isinstance(exc, IntegrityError | DuplicateKeyError):

@@ -7,23 +7,30 @@ audit entries — the actor is `user:<email>`).
 
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
 from typing import Any
 from uuid import UUID
 
 from litestar import Controller, Request, Response, get, post
 from litestar.di import Provide
 from litestar.response import Template
+from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from loraplex.adapters.store import ObjectStore
+from loraplex.api.multipart import save_multipart
 from loraplex.auth.principal import Scope
 from loraplex.control.adapters.aliases import AliasService
-from loraplex.control.adapters.schemas import AliasSet, CanarySet
+from loraplex.control.adapters.schemas import AdapterCreate, AliasSet, CanarySet
 from loraplex.control.adapters.service import AdapterService
+from loraplex.control.adapters.versions import VersionService
 from loraplex.control.keys.schemas import KeyCreate
 from loraplex.control.keys.service import ApiKeyService
-from loraplex.db.models import Adapter
+from loraplex.db.models import Adapter, BaseModel
 from loraplex.errors import Forbidden
 from loraplex.gateway.controller import model_ids, run_inference
+from loraplex.settings import Settings
 from loraplex.web import reads
 from loraplex.web.forms import convert, number
 from loraplex.web.session import Viewer, require_change
@@ -108,7 +115,53 @@ class ConsoleController(Controller):
     async def adapters_page(self, tenant_id: UUID, db_session: AsyncSession) -> Template:
         """Adapters with their versions and aliases."""
         cards = await reads.adapter_cards(db_session, tenant_id)
-        return Template("console/adapters.html", context={"cards": cards})
+        bases = (await db_session.scalars(select(BaseModel.name).order_by(BaseModel.name))).all()
+        return Template("console/adapters.html", context={"cards": cards, "base_models": bases})
+
+    @post("/adapters", status_code=201)
+    async def create_adapter(
+        self,
+        request: Request[Any, Any, Any],
+        tenant_id: UUID,
+        viewer: Viewer,
+        db_session: AsyncSession,
+    ) -> Response[Any]:
+        """A new (empty) adapter on a base model; the page reloads with its card."""
+        require_change(viewer)
+        form = await request.form()
+        fields = {
+            "name": str(form.get("name", "")).strip(),
+            "base_model": form.get("base_model", ""),
+        }
+        data = convert(fields, AdapterCreate)
+        await AdapterService(session=db_session).create_adapter(tenant_id, data, viewer.actor)
+        return Response(b"", status_code=201, headers={"HX-Refresh": "true"})
+
+    @post("/adapters/{name:str}/versions", status_code=201, request_max_body_size=None)
+    async def upload_version(
+        self,
+        request: Request[Any, Any, Any],
+        tenant_id: UUID,
+        name: str,
+        viewer: Viewer,
+        db_session: AsyncSession,
+        store: ObjectStore,
+        settings: Settings,
+    ) -> Template:
+        """A new version from `adapter_config.json` + `adapter_model.safetensors` or one
+        archive, validated and stored as the API's upload does; answers the adapter's card."""
+        require_change(viewer)
+        adapter = await AdapterService(session=db_session).named(tenant_id, name)
+        uploads = settings.data_dir / "uploads"
+        uploads.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=uploads) as workdir:
+            received = Path(workdir) / "received"
+            received.mkdir()
+            files, _ = await save_multipart(request, received, settings.max_upload_bytes)
+            await VersionService(session=db_session).upload(
+                adapter, files, Path(workdir), store, settings, viewer.actor
+            )
+        return await _card(db_session, adapter, status=201)
 
     @post("/adapters/{name:str}/aliases", status_code=200)
     async def point_alias(
@@ -177,7 +230,6 @@ async def _keys(
     return Template(name, context=context, status_code=status)
 
 
-async def _card(session: AsyncSession, adapter: Adapter) -> Template:
-    return Template(
-        "console/_adapter.html", context={"card": await reads.adapter_card(session, adapter)}
-    )
+async def _card(session: AsyncSession, adapter: Adapter, status: int = 200) -> Template:
+    card = await reads.adapter_card(session, adapter)
+    return Template("console/_adapter.html", context={"card": card}, status_code=status)

@@ -18,6 +18,7 @@ from loraplex.settings import Settings
 from tests.conftest import Api
 from tests.integration.web.conftest import PASSWORD
 from tests.support.adapter_api import adapter_with_versions
+from tests.support.lora_files import write_adapter
 
 CHROMIUM = shutil.which("chromium")
 pytestmark = pytest.mark.skipif(
@@ -74,8 +75,18 @@ async def test_a_tenant_admin_makes_and_revokes_a_key_and_moves_an_alias_in_chro
     await page.reload()
     assert await page.locator("[data-secret]").count() == 0
 
-    # An alias: point it, promote it, roll it back; a bad name is explained in place.
+    # A new adapter and its first version, uploaded from the page.
     await page.click("text=Adapters")
+    await page.fill("input[name=name]", "web-made")
+    await page.click("button:has-text('Create')")
+    made = page.locator("[data-adapter='web-made']")
+    folder = write_adapter(tmp_path / "upload", rank=8)
+    files = [str(folder / "adapter_config.json"), str(folder / "adapter_model.safetensors")]
+    await made.locator("form.upload input[type=file]").set_input_files(files)
+    await made.locator("form.upload button").click()
+    await expect(made.locator("tr[data-version='1']")).to_contain_text("ready")
+
+    # An alias: point it, promote it, roll it back; a bad name is explained in place.
     card = page.locator(f"[data-adapter='{adapter}']")
     points_to = card.locator("tr[data-alias=prod] [data-points-to]")
     for version in ("1", "2"):

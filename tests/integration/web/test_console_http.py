@@ -233,3 +233,20 @@ async def test_signing_out_ends_the_session(browser_client, make_tenant, make_us
 def _alias(response: httpx.Response) -> tuple[int, int | None, int | None, int]:
     body = response.json()
     return body["version"], body["previous_version"], body["canary_version"], body["canary_weight"]
+
+
+async def test_an_upload_that_is_not_an_adapter_is_refused_and_named(
+    browser_client, make_tenant, make_user, operator: Api, tmp_path: Path
+) -> None:
+    tenant = await make_tenant()
+    adapter = await adapter_with_versions(operator, tenant, tmp_path, 0)
+    user = await make_user(tenant)
+    await sign_in(browser_client, user.email, PASSWORD)
+    refused = await browser_client.post(
+        f"/console/adapters/{adapter}/versions",
+        files={"file": ("adapter_config.json", b"{not json", "application/json")},
+        headers=htmx(browser_client),
+    )
+    assert refused.status_code == 422 and "no adapter_model.safetensors" in refused.text
+    versions = await tenant.api.get(f"/api/v1/tenants/{tenant.id}/adapters/{adapter}/versions")
+    assert versions.json()["items"] == []
