@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 from typing import Any
+from uuid import UUID
 
-from litestar import Controller, Request, get
+from litestar import Controller, Request, get, post
 from litestar.response import Template
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from loraplex.control.quotas import QUOTA_FIELDS
+from loraplex.control.tenants.controller import access_changed, limits_changed
+from loraplex.control.tenants.service import TenantService
+from loraplex.db.models import TenantStatus
+from loraplex.errors import InvalidInput
 from loraplex.serving.live import LivePlacement
 from loraplex.web import reads
+from loraplex.web.forms import number
 from loraplex.web.replica import fmt_ms, replica_stats
 from loraplex.web.session import Viewer, require_operator
 
@@ -39,3 +46,57 @@ class AdminController(Controller):
                 "audit": await reads.recent_audit(db_session),
             },
         )
+
+    @get("/tenants/{tenant_id:uuid}", name="admin.tenant")
+    async def tenant_page(
+        self, tenant_id: UUID, viewer: Viewer, db_session: AsyncSession
+    ) -> Template:
+        """One tenant: status, plan, and every limit with its override."""
+        require_operator(viewer)
+        return await _tenant(db_session, tenant_id)
+
+    @post("/tenants/{tenant_id:uuid}/quota", status_code=200, after_response=limits_changed)
+    async def set_quota(
+        self,
+        request: Request[Any, Any, Any],
+        tenant_id: UUID,
+        viewer: Viewer,
+        db_session: AsyncSession,
+    ) -> Template:
+        """Replace the overrides: a filled field overrides the plan, an empty one does not."""
+        require_operator(viewer)
+        form = await request.form()
+        overrides = {name: number(form, name) for name in QUOTA_FIELDS}
+        await TenantService(session=db_session).set_overrides(
+            tenant_id, {k: v for k, v in overrides.items() if v is not None}, viewer.actor
+        )
+        return await _tenant(db_session, tenant_id, saved="Quota saved.")
+
+    @post("/tenants/{tenant_id:uuid}/status", status_code=200, after_response=access_changed)
+    async def set_status(
+        self,
+        request: Request[Any, Any, Any],
+        tenant_id: UUID,
+        viewer: Viewer,
+        db_session: AsyncSession,
+    ) -> Template:
+        """Suspend (its keys stop working) or resume a tenant."""
+        require_operator(viewer)
+        wanted = (await request.form()).get("status")
+        if wanted not in (TenantStatus.ACTIVE, TenantStatus.SUSPENDED):
+            raise InvalidInput("status must be 'active' or 'suspended'", param="status")
+        await TenantService(session=db_session).set_status(
+            tenant_id, TenantStatus(wanted), viewer.actor
+        )
+        return await _tenant(db_session, tenant_id, saved=f"Tenant is now {wanted}.")
+
+
+async def _tenant(session: AsyncSession, tenant_id: UUID, saved: str = "") -> Template:
+    tenants = TenantService(session=session)
+    context = {
+        "tenant": await tenants.visible(tenant_id),
+        "quota": await tenants.quota(tenant_id),
+        "fields": QUOTA_FIELDS,
+        "saved": saved,
+    }
+    return Template("admin/tenant.html", context=context)

@@ -27,12 +27,20 @@ from loraplex.db.models import Tenant, TenantStatus
 TENANT = "/api/v1/tenants/{tenant_id:uuid}"
 
 
-async def _limits_changed(request: Request[Any, Any, Any]) -> None:
+async def limits_changed(request: Request[Any, Any, Any]) -> None:
     """After a quota or plan change is committed, this replica's gateway reads limits anew;
     other replicas follow within their cache time."""
     limits = getattr(request.app.state, "tenant_limits", None)
     if limits is not None:
         limits.forget_all()
+
+
+async def access_changed(request: Request[Any, Any, Any]) -> None:
+    """After a tenant is suspended, resumed or deleted, this replica checks its keys anew at
+    once; other replicas follow within the key cache's few seconds."""
+    authenticator = getattr(request.app.state, "authenticator", None)
+    if authenticator is not None:
+        authenticator.forget_all()
 
 
 class TenantController(Controller):
@@ -63,14 +71,20 @@ class TenantController(Controller):
         """One tenant."""
         return tenants.to_out(await tenants.visible(tenant_id))
 
-    @patch(TENANT, operation_id="UpdateTenant", opt=access.OPERATOR, after_response=_limits_changed)
+    @patch(TENANT, operation_id="UpdateTenant", opt=access.OPERATOR, after_response=limits_changed)
     async def update_tenant(
         self, tenant_id: UUID, data: TenantUpdate, tenants: TenantService, principal: Principal
     ) -> TenantOut:
         """Rename a tenant or change its plan."""
         return tenants.to_out(await tenants.update_tenant(tenant_id, data, principal.actor))
 
-    @post(f"{TENANT}/suspend", operation_id="SuspendTenant", opt=access.OPERATOR, status_code=200)
+    @post(
+        f"{TENANT}/suspend",
+        operation_id="SuspendTenant",
+        opt=access.OPERATOR,
+        status_code=200,
+        after_response=access_changed,
+    )
     async def suspend_tenant(
         self, tenant_id: UUID, tenants: TenantService, principal: Principal
     ) -> TenantOut:
@@ -79,7 +93,13 @@ class TenantController(Controller):
             await tenants.set_status(tenant_id, TenantStatus.SUSPENDED, principal.actor)
         )
 
-    @post(f"{TENANT}/resume", operation_id="ResumeTenant", opt=access.OPERATOR, status_code=200)
+    @post(
+        f"{TENANT}/resume",
+        operation_id="ResumeTenant",
+        opt=access.OPERATOR,
+        status_code=200,
+        after_response=access_changed,
+    )
     async def resume_tenant(
         self, tenant_id: UUID, tenants: TenantService, principal: Principal
     ) -> TenantOut:
@@ -88,7 +108,7 @@ class TenantController(Controller):
             await tenants.set_status(tenant_id, TenantStatus.ACTIVE, principal.actor)
         )
 
-    @delete(TENANT, operation_id="DeleteTenant", opt=access.OPERATOR)
+    @delete(TENANT, operation_id="DeleteTenant", opt=access.OPERATOR, after_response=access_changed)
     async def delete_tenant(
         self, tenant_id: UUID, tenants: TenantService, principal: Principal
     ) -> None:
@@ -104,7 +124,7 @@ class TenantController(Controller):
         f"{TENANT}/quota",
         operation_id="SetTenantQuota",
         opt=access.OPERATOR,
-        after_response=_limits_changed,
+        after_response=limits_changed,
     )
     async def set_quota(
         self, tenant_id: UUID, data: QuotaUpdate, tenants: TenantService, principal: Principal
@@ -129,7 +149,7 @@ class PlanController(Controller):
         "/api/v1/plans",
         operation_id="UpsertPlan",
         opt=access.OPERATOR,
-        after_response=_limits_changed,
+        after_response=limits_changed,
     )
     async def upsert_plan(self, data: PlanIn, plans: PlanService, principal: Principal) -> PlanOut:
         """Create a plan or replace it by name."""

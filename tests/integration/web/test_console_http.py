@@ -250,3 +250,51 @@ async def test_an_upload_that_is_not_an_adapter_is_refused_and_named(
     assert refused.status_code == 422 and "no adapter_model.safetensors" in refused.text
     versions = await tenant.api.get(f"/api/v1/tenants/{tenant.id}/adapters/{adapter}/versions")
     assert versions.json()["items"] == []
+
+
+async def test_an_operator_overrides_a_quota_and_suspends_a_tenant_from_the_admin_ui(
+    browser_client, make_tenant, operator_user
+) -> None:
+    tenant = await make_tenant()
+    await sign_in(browser_client, operator_user.email, operator_user.password)
+    page = f"/admin/tenants/{tenant.id}"
+    assert tenant.slug in (await browser_client.get(page)).text
+
+    saved = await browser_client.post(
+        f"{page}/quota",
+        data={"requests_per_minute": "5", "max_rank": ""},
+        headers=htmx(browser_client),
+    )
+    assert saved.status_code == 200 and "Quota saved." in saved.text
+    quota = (await tenant.api.get(f"/api/v1/tenants/{tenant.id}/quota")).json()
+    assert quota["overrides"] == {"requests_per_minute": 5}
+    assert quota["effective"]["requests_per_minute"] == 5
+
+    bad = await browser_client.post(
+        f"{page}/quota", data={"requests_per_minute": "-1"}, headers=htmx(browser_client)
+    )
+    assert bad.status_code == 400 and "requests_per_minute" in bad.text
+
+    await browser_client.post(
+        f"{page}/status", data={"status": "suspended"}, headers=htmx(browser_client)
+    )
+    refused = await tenant.api.get(f"/api/v1/tenants/{tenant.id}")  # at once, not in seconds
+    assert refused.status_code == 403 and "suspended" in refused.json()["detail"]
+    await browser_client.post(
+        f"{page}/status", data={"status": "active"}, headers=htmx(browser_client)
+    )
+    assert (await tenant.api.get(f"/api/v1/tenants/{tenant.id}")).status_code == 200
+
+
+async def test_a_tenant_admin_cannot_change_quotas(browser_client, make_tenant, make_user) -> None:
+    tenant = await make_tenant()
+    user = await make_user(tenant)
+    await sign_in(browser_client, user.email, PASSWORD)
+    refused = await browser_client.post(
+        f"/admin/tenants/{tenant.id}/quota",
+        data={"requests_per_minute": "100000"},
+        headers=htmx(browser_client),
+    )
+    assert refused.status_code == 403
+    quota = (await tenant.api.get(f"/api/v1/tenants/{tenant.id}/quota")).json()
+    assert quota["overrides"] == {}
