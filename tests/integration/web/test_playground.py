@@ -4,9 +4,11 @@
 from __future__ import annotations
 
 import json
+import os
 import secrets
 import shutil
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import httpx
 import pytest
@@ -23,9 +25,21 @@ REQUEST = {
 }
 
 
+@dataclass
+class Console:
+    """A browser-like client of the served API process, signed in as `email`."""
+
+    client: httpx.Client
+    email: str
+
+    def csrf(self) -> dict[str, str]:
+        """The headers the playground's script sends: the CSRF token and htmx's marker."""
+        return {"x-csrftoken": self.client.cookies["csrftoken"], "hx-request": "true"}
+
+
 @pytest.fixture(scope="module")
-def console(served: Served) -> Iterator[httpx.Client]:
-    """A browser-like client of the served API process, signed in as a tenant admin."""
+def console(served: Served) -> Iterator[Console]:
+    """A tenant admin of the served tenant, signed in."""
     email = f"play-{secrets.token_hex(4)}@example.com"
     made = httpx.post(
         f"{served.url}/api/v1/tenants/{served.tenant_id}/users",
@@ -36,9 +50,8 @@ def console(served: Served) -> Iterator[httpx.Client]:
     with httpx.Client(base_url=served.url, timeout=60) as client:
         client.get("/login")
         form = {"email": email, "password": PASSWORD, "_csrf_token": client.cookies["csrftoken"]}
-        assert client.post("/login", data=form).status_code == 200  # followed to the console
-        client.headers.update(email=email)  # remembered for the browser test
-        yield client
+        assert client.post("/login", data=form).headers["location"] == "/console"
+        yield Console(client, email)
 
 
 def _api_answer(served: Served, model: str) -> str:
@@ -52,12 +65,13 @@ def _api_answer(served: Served, model: str) -> str:
     return str(response.json()["choices"][0]["message"]["content"])
 
 
-def test_the_playground_streams_what_the_api_answers(served: Served, console: httpx.Client) -> None:
+def test_the_playground_streams_what_the_api_answers(served: Served, console: Console) -> None:
     model = served.adapters[8][0]
     body = {"model": model, **REQUEST, "stream": True, "stream_options": {"include_usage": True}}
-    headers = {"x-csrftoken": console.cookies["csrftoken"], "hx-request": "true"}
     text, usage = "", None
-    with console.stream("POST", "/console/playground/chat", json=body, headers=headers) as reply:
+    with console.client.stream(
+        "POST", "/console/playground/chat", json=body, headers=console.csrf()
+    ) as reply:
         assert reply.status_code == 200
         assert reply.headers["content-type"].startswith("text/event-stream")
         for line in reply.iter_lines():
@@ -70,19 +84,18 @@ def test_the_playground_streams_what_the_api_answers(served: Served, console: ht
     assert usage and usage["completion_tokens"] > 0
 
 
-def test_an_unknown_model_in_the_playground_is_a_404_message(console: httpx.Client) -> None:
-    headers = {"x-csrftoken": console.cookies["csrftoken"], "hx-request": "true"}
-    reply = console.post(
+def test_an_unknown_model_in_the_playground_is_a_404_message(console: Console) -> None:
+    reply = console.client.post(
         "/console/playground/chat",
         json={"model": "no-such-adapter", **REQUEST, "stream": True},
-        headers=headers,
+        headers=console.csrf(),
     )
     assert reply.status_code == 404 and "no-such-adapter" in reply.text
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed")
 async def test_the_playground_shows_the_answer_in_chromium(
-    served: Served, console: httpx.Client
+    served: Served, console: Console
 ) -> None:
     model = served.adapters[16][0]
     expected = _api_answer(served, model)
@@ -90,7 +103,7 @@ async def test_the_playground_shows_the_answer_in_chromium(
         browser = await playwright.chromium.launch(executable_path=CHROMIUM)
         page = await browser.new_page()
         await page.goto(f"{served.url}/login")
-        await page.fill("input[name=email]", console.headers["email"])
+        await page.fill("input[name=email]", console.email)
         await page.fill("input[name=password]", PASSWORD)
         await page.click("button:has-text('Sign in')")
         await page.click("text=Playground")
@@ -100,4 +113,6 @@ async def test_the_playground_shows_the_answer_in_chromium(
         await expect(page.locator("#answer[data-done=true]")).to_be_attached(timeout=60_000)
         assert await page.locator("#answer").inner_text() == expected
         await expect(page.locator("#stats")).to_contain_text("completion tokens")
+        if shots := os.environ.get("LORAPLEX_SCREENSHOTS"):  # for a person to look at
+            await page.screenshot(path=f"{shots}/playground.png", full_page=True)
         await browser.close()
