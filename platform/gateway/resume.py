@@ -48,23 +48,23 @@ class ResumableStreams:
         await self._touch_presence(completion_id)
 
     async def write(
-        self, completion_id: str, events: AsyncIterator[bytes], task: asyncio.Task[None]
+        self, completion_id: str, batches: AsyncIterator[list[bytes]], task: asyncio.Task[None]
     ) -> None:
-        """Copy `events` into Redis; abort the engine side when nobody reads for the window."""
+        """Copy the events into Redis, one entry each (entry N holds event id N-1, so a
+        resume starts right after the client's `Last-Event-ID`), one round trip per batch;
+        abort the engine side when nobody reads for the window."""
         key = _key(completion_id)
         ttl_ms = int(self.window_s * 3000)
         watcher = asyncio.create_task(self._abort_when_abandoned(completion_id, task))
         copied = False
         try:
             entry = 0
-            async for event in events:
-                entry += 1
-                await (
-                    self.redis.pipeline(transaction=False)
-                    .xadd(key, {"e": event}, id=f"{entry}-0")
-                    .pexpire(key, ttl_ms)
-                    .execute()
-                )
+            async for batch in batches:
+                pipeline = self.redis.pipeline(transaction=False)
+                for event in batch:
+                    entry += 1
+                    pipeline.xadd(key, {"e": event}, id=f"{entry}-0")
+                await pipeline.pexpire(key, ttl_ms).execute()
             await self.redis.xadd(key, {"e": b"", "end": b"1"}, id=f"{entry + 1}-0")
             copied = True
         finally:

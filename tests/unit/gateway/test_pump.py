@@ -204,10 +204,10 @@ async def test_the_gateways_own_ttft_share_is_measured_per_phase() -> None:
     job = _job()
     job.received_at = job.started_at - 0.004  # the handler got it 4 ms before the pump started
     buffer = await _run(_router(ScriptedDriver("a", ["Hel", "lo"])), job)
-    events = encode_events(
+    batches = encode_events(
         ChunkEncoder(job.completion_id, "tiny", "completion"), buffer, False, None
     )
-    assert [event async for event in events]  # the client side sends the first text event
+    assert [batch async for batch in batches]  # the client side sends the first text event
     observe.record(job, buffer, "t-1", time.monotonic())
     for phase, before in counts_before.items():
         assert _count(overhead, phase) == before + 1, phase
