@@ -1,4 +1,4 @@
-"""The tenant console: overview (usage against quota), API keys, adapters and aliases.
+"""The tenant console: overview (usage against quota), API keys, adapters, playground.
 
 Pages render whole; forms post with htmx and get back the fragment they replace. Every
 change goes through the same service as its `/api/v1` route (validation, quota checks,
@@ -7,8 +7,6 @@ audit entries — the actor is `user:<email>`).
 
 from __future__ import annotations
 
-import tempfile
-from pathlib import Path
 from typing import Any
 from uuid import UUID
 
@@ -19,7 +17,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from loraplex.adapters.store import ObjectStore
-from loraplex.api.multipart import save_multipart
+from loraplex.api.multipart import save_multipart, upload_workdir
 from loraplex.auth.principal import Scope
 from loraplex.control.adapters.aliases import AliasService
 from loraplex.control.adapters.schemas import AdapterCreate, AliasSet, CanarySet
@@ -152,14 +150,12 @@ class ConsoleController(Controller):
         archive, validated and stored as the API's upload does; answers the adapter's card."""
         require_change(viewer)
         adapter = await AdapterService(session=db_session).named(tenant_id, name)
-        uploads = settings.data_dir / "uploads"
-        uploads.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(dir=uploads) as workdir:
-            received = Path(workdir) / "received"
+        with upload_workdir(settings.data_dir) as workdir:
+            received = workdir / "received"
             received.mkdir()
             files, _ = await save_multipart(request, received, settings.max_upload_bytes)
             await VersionService(session=db_session).upload(
-                adapter, files, Path(workdir), store, settings, viewer.actor
+                adapter, files, workdir, store, settings, viewer.actor
             )
         return await _card(db_session, adapter, status=201)
 

@@ -6,9 +6,7 @@ for the workers exactly as one created with OpenAI's SDK.
 
 from __future__ import annotations
 
-import tempfile
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 from uuid import UUID
 
@@ -19,7 +17,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from loraplex.adapters.store import ObjectStore
-from loraplex.api.multipart import save_multipart
+from loraplex.api.multipart import save_multipart, upload_workdir
 from loraplex.db.models import BaseModel, FineTuneEvent, FineTuneJob
 from loraplex.errors import InvalidInput
 from loraplex.finetune.files import PURPOSE, FileService
@@ -90,12 +88,8 @@ class FineTuneController(Controller):
     ) -> Response[Any]:
         """A JSONL training file, validated as `/v1/files` validates it; then the page again."""
         require_change(viewer)
-        uploads = settings.data_dir / "uploads"
-        uploads.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(dir=uploads) as workdir:
-            files, _ = await save_multipart(
-                request, Path(workdir), settings.max_training_file_bytes
-            )
+        with upload_workdir(settings.data_dir) as workdir:
+            files, _ = await save_multipart(request, workdir, settings.max_training_file_bytes)
             if len(files) != 1 or not files[0].stat().st_size:
                 raise InvalidInput("choose one JSONL file", param="file")
             await FileService(db_session, store).upload(

@@ -27,7 +27,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from loraplex.control.users.service import hash_password, verify_password
-from loraplex.db.models import User, UserRole
+from loraplex.db.models import Tenant, TenantStatus, User, UserRole
 from loraplex.errors import Forbidden, LoraplexError
 from loraplex.settings import Settings
 
@@ -115,6 +115,11 @@ async def provide_viewer(request: Request[Any, Any, Any], db_session: AsyncSessi
     user = await db_session.get(User, UUID(raw)) if raw else None
     if user is None or not user.is_active:
         raise SignInRequired("sign in to use the console")
+    if user.tenant_id is not None:  # as the tenant's keys are, its users are shut out too
+        tenant = await db_session.get(Tenant, user.tenant_id)
+        if tenant is None or tenant.status != TenantStatus.ACTIVE:
+            status = tenant.status if tenant else "deleted"
+            raise Forbidden(f"this organisation is {status}; ask your Loraplex operator")
     viewer = _viewer(user)
     request.state.viewer = viewer  # the page header shows who is signed in
     return viewer

@@ -8,6 +8,9 @@ disk, and the byte cap is enforced as bytes arrive (a lying Content-Length chang
 from __future__ import annotations
 
 import re
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
@@ -118,3 +121,13 @@ async def save_multipart(
     if not writer.files:
         raise InvalidInput("no file in the upload", param="file")
     return writer.files, writer.fields
+
+
+@contextmanager
+def upload_workdir(data_dir: Path) -> Iterator[Path]:
+    """A fresh folder under `data_dir/uploads` for one upload, removed afterwards (same
+    filesystem as the node's other data, so finished files move instead of copying)."""
+    uploads = data_dir / "uploads"
+    uploads.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=uploads) as workdir:
+        yield Path(workdir)

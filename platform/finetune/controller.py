@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import tempfile
-from pathlib import Path
 from typing import Annotated, Any
 
 import msgspec
@@ -12,7 +10,7 @@ from litestar.params import Parameter
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from loraplex.adapters.store import ObjectStore
-from loraplex.api.multipart import save_multipart
+from loraplex.api.multipart import save_multipart, upload_workdir
 from loraplex.auth import access
 from loraplex.auth.principal import Principal, Scope
 from loraplex.errors import Forbidden, InvalidInput
@@ -59,12 +57,8 @@ class FineTuningController(Controller):
     ) -> dict[str, Any]:
         """Upload a JSONL training file (purpose `fine-tune`), validated before it is kept."""
         tenant_id = _tenant(principal)
-        uploads = settings.data_dir / "uploads"
-        uploads.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(dir=uploads) as workdir:
-            files, fields = await save_multipart(
-                request, Path(workdir), settings.max_training_file_bytes
-            )
+        with upload_workdir(settings.data_dir) as workdir:
+            files, fields = await save_multipart(request, workdir, settings.max_training_file_bytes)
             if len(files) != 1:
                 raise InvalidInput("send exactly one file", param="file")
             row = await FileService(db_session, store).upload(

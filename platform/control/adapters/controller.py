@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import tempfile
-from pathlib import Path
 from typing import Any
 from uuid import UUID
 
@@ -15,7 +13,7 @@ from litestar.di import Provide
 from litestar.response import Stream
 
 from loraplex.adapters.store import ObjectStore
-from loraplex.api.multipart import save_multipart
+from loraplex.api.multipart import save_multipart, upload_workdir
 from loraplex.auth import access
 from loraplex.auth.principal import Principal
 from loraplex.control.adapters.aliases import AliasService
@@ -95,14 +93,12 @@ class AdapterController(Controller):
         principal: Principal,
     ) -> VersionOut:
         """Upload a version: `adapter_config.json` + `adapter_model.safetensors`, or one archive."""
-        uploads = settings.data_dir / "uploads"
-        uploads.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(dir=uploads) as workdir:
-            received = Path(workdir) / "received"
+        with upload_workdir(settings.data_dir) as workdir:
+            received = workdir / "received"
             received.mkdir()
             files, _ = await save_multipart(request, received, settings.max_upload_bytes)
             version = await versions.upload(
-                target, files, Path(workdir), store, settings, principal.actor
+                target, files, workdir, store, settings, principal.actor
             )
         return versions.to_out(target, version)
 

@@ -253,7 +253,7 @@ async def test_an_upload_that_is_not_an_adapter_is_refused_and_named(
 
 
 async def test_an_operator_overrides_a_quota_and_suspends_a_tenant_from_the_admin_ui(
-    browser_client, make_tenant, operator_user
+    browser_client, make_tenant, make_user, operator_user
 ) -> None:
     tenant = await make_tenant()
     await sign_in(browser_client, operator_user.email, operator_user.password)
@@ -275,11 +275,18 @@ async def test_an_operator_overrides_a_quota_and_suspends_a_tenant_from_the_admi
     )
     assert bad.status_code == 400 and "requests_per_minute" in bad.text
 
+    member = await make_user(tenant)
     await browser_client.post(
         f"{page}/status", data={"status": "suspended"}, headers=htmx(browser_client)
     )
     refused = await tenant.api.get(f"/api/v1/tenants/{tenant.id}")  # at once, not in seconds
     assert refused.status_code == 403 and "suspended" in refused.json()["detail"]
+    await sign_in(browser_client, member.email, PASSWORD)  # its users are shut out too
+    playground = await browser_client.post(
+        "/console/playground/chat", json={"model": "x"}, headers=htmx(browser_client)
+    )
+    assert playground.status_code == 403 and "suspended" in playground.text
+    await sign_in(browser_client, operator_user.email, operator_user.password)
     await browser_client.post(
         f"{page}/status", data={"status": "active"}, headers=htmx(browser_client)
     )
