@@ -18,7 +18,7 @@ from loraplex.settings import Settings
 from tests.conftest import Api
 from tests.integration.web.conftest import PASSWORD
 from tests.support.adapter_api import adapter_with_versions
-from tests.support.lora_files import write_adapter
+from tests.support.lora_files import TINY_BASE, write_adapter
 
 CHROMIUM = shutil.which("chromium")
 pytestmark = pytest.mark.skipif(
@@ -78,6 +78,7 @@ async def test_a_tenant_admin_makes_and_revokes_a_key_and_moves_an_alias_in_chro
     # A new adapter and its first version, uploaded from the page.
     await page.click("text=Adapters")
     await page.fill("input[name=name]", "web-made")
+    await page.select_option("select[name=base_model]", TINY_BASE.name)  # what it was made for
     await page.click("button:has-text('Create')")
     made = page.locator("[data-adapter='web-made']")
     folder = write_adapter(tmp_path / "upload", rank=8)
