@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, get_type_hints
 
 PREFIX = "LORAPLEX_"
+DEV_SECRET_KEY = "dev-only-change-me"  # fine for the embedded default, never for production
 
 
 class SettingsError(ValueError):
@@ -62,7 +63,7 @@ class Settings:
     max_training_file_bytes: int = 512 * 1024 * 1024
 
     # Security.
-    secret_key: str = "dev-only-change-me"  # signs sessions and CSRF tokens
+    secret_key: str = DEV_SECRET_KEY  # signs the console's session and CSRF cookies
     api_key_prefix: str = "lpx"
     # Mark the console's session and CSRF cookies `Secure`: set true when served over HTTPS.
     secure_cookies: bool = False

@@ -31,7 +31,7 @@ from litestar.template.config import TemplateConfig
 from loraplex.adapters.errors import AdapterRejected, StoreError
 from loraplex.auth import access
 from loraplex.errors import LoraplexError
-from loraplex.settings import Settings
+from loraplex.settings import DEV_SECRET_KEY, Settings
 from loraplex.web.admin import AdminController
 from loraplex.web.console import ConsoleController
 from loraplex.web.finetunes import FineTuneController
@@ -52,6 +52,11 @@ def template_config() -> TemplateConfig[JinjaTemplateEngine]:
 
 def web_router(settings: Settings) -> Router:
     """Sign-in, the tenant console and the admin UI, with their session and CSRF middleware."""
+    if settings.secret_key == DEV_SECRET_KEY and not settings.is_embedded:
+        log.warning(
+            "LORAPLEX_SECRET_KEY is the development default: anyone who reads this source can "
+            "forge console sessions; set a long random value"
+        )
     csrf = CSRFConfig(
         secret=hashlib.sha256(b"csrf:" + settings.secret_key.encode()).hexdigest(),
         cookie_samesite="strict",
