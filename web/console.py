@@ -25,8 +25,9 @@ from loraplex.control.adapters.service import AdapterService
 from loraplex.control.adapters.versions import VersionService
 from loraplex.control.keys.schemas import KeyCreate
 from loraplex.control.keys.service import ApiKeyService
-from loraplex.db.models import Adapter, BaseModel
-from loraplex.errors import Forbidden
+from loraplex.control.users.service import UserCreate, UserService
+from loraplex.db.models import Adapter, BaseModel, User, UserRole
+from loraplex.errors import Forbidden, InvalidInput
 from loraplex.gateway.controller import model_ids, run_inference
 from loraplex.settings import Settings
 from loraplex.web import reads
@@ -94,6 +95,38 @@ class ConsoleController(Controller):
         key = await ApiKeyService(session=db_session).revoke(tenant_id, key_id, viewer.actor)
         request.app.state.authenticator.forget(key.prefix)
         return await _keys(db_session, tenant_id)
+
+    @get("/users", name="console.users")
+    async def users_page(self, tenant_id: UUID, db_session: AsyncSession) -> Template:
+        """Who can sign in to this tenant's console, and a form for one more."""
+        return await _users(db_session, tenant_id, page=True)
+
+    @post("/users", status_code=201)
+    async def add_user(
+        self,
+        request: Request[Any, Any, Any],
+        tenant_id: UUID,
+        viewer: Viewer,
+        db_session: AsyncSession,
+    ) -> Template:
+        """A new user of the tenant with a first password (argon2), as the users API makes one."""
+        require_change(viewer)
+        form = await request.form()
+        fields = {k: str(form.get(k, "")).strip() for k in ("email", "name", "role")}
+        data = convert({**fields, "password": str(form.get("password", ""))}, UserCreate)
+        await UserService(session=db_session).create_user(tenant_id, data, viewer.actor)
+        return await _users(db_session, tenant_id, status=201)
+
+    @post("/users/{user_id:uuid}/remove", status_code=200)
+    async def remove_user(
+        self, tenant_id: UUID, user_id: UUID, viewer: Viewer, db_session: AsyncSession
+    ) -> Template:
+        """Remove a user (not yourself: the tenant would lose its last way in)."""
+        require_change(viewer)
+        if user_id == viewer.user_id:
+            raise InvalidInput("you cannot remove yourself; ask another tenant admin")
+        await UserService(session=db_session).remove(tenant_id, user_id, viewer.actor)
+        return await _users(db_session, tenant_id)
 
     @get("/playground", name="console.playground")
     async def playground_page(self, tenant_id: UUID, db_session: AsyncSession) -> Template:
@@ -224,6 +257,17 @@ async def _keys(
     }
     name = "console/keys.html" if page else "console/_keys.html"
     return Template(name, context=context, status_code=status)
+
+
+async def _users(
+    session: AsyncSession, tenant_id: UUID, *, page: bool = False, status: int = 200
+) -> Template:
+    users = (
+        await session.scalars(select(User).where(User.tenant_id == tenant_id).order_by(User.email))
+    ).all()
+    roles = [UserRole.TENANT_ADMIN, UserRole.TENANT_MEMBER]
+    name = "console/users.html" if page else "console/_users.html"
+    return Template(name, context={"users": users, "roles": roles}, status_code=status)
 
 
 async def _card(session: AsyncSession, adapter: Adapter, status: int = 200) -> Template:

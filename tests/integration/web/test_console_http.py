@@ -305,3 +305,43 @@ async def test_a_tenant_admin_cannot_change_quotas(browser_client, make_tenant, 
     assert refused.status_code == 403
     quota = (await tenant.api.get(f"/api/v1/tenants/{tenant.id}/quota")).json()
     assert quota["overrides"] == {}
+
+
+async def test_a_tenant_admin_adds_a_user_who_signs_in_and_removes_them(
+    browser_client, make_tenant, make_user
+) -> None:
+    tenant = await make_tenant()
+    admin = await make_user(tenant)
+    await sign_in(browser_client, admin.email, PASSWORD)
+    email = f"new-{tenant.slug}@example.com"
+    form = {"email": email, "name": "New", "role": "tenant_member", "password": "a fine password"}
+    added = await browser_client.post("/console/users", data=form, headers=htmx(browser_client))
+    assert added.status_code == 201 and email in added.text
+    again = await browser_client.post("/console/users", data=form, headers=htmx(browser_client))
+    short = await browser_client.post(
+        "/console/users",
+        data={**form, "email": "x@example.com", "password": "short"},
+        headers=htmx(browser_client),
+    )
+    operator_role = await browser_client.post(
+        "/console/users",
+        data={**form, "email": "y@example.com", "role": "operator"},
+        headers=htmx(browser_client),
+    )
+    assert again.status_code == 409 and "already exists" in again.text
+    assert short.status_code == 400 and "password" in short.text
+    assert operator_role.status_code == 400 and "operator" in operator_role.text
+
+    users = (await tenant.api.get(f"/api/v1/tenants/{tenant.id}/users")).json()["items"]
+    ids = {u["email"]: u["id"] for u in users}
+    assert (await sign_in(browser_client, email, "a fine password")).status_code == 303
+    await sign_in(browser_client, admin.email, PASSWORD)
+    yourself = await browser_client.post(
+        f"/console/users/{ids[admin.email]}/remove", headers=htmx(browser_client)
+    )
+    assert yourself.status_code == 400
+    removed = await browser_client.post(
+        f"/console/users/{ids[email]}/remove", headers=htmx(browser_client)
+    )
+    assert removed.status_code == 200 and email not in removed.text
+    assert (await sign_in(browser_client, email, "a fine password")).status_code == 401
