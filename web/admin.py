@@ -14,6 +14,7 @@ from loraplex.control.tenants.controller import access_changed, limits_changed
 from loraplex.control.tenants.service import TenantService
 from loraplex.db.models import TenantStatus
 from loraplex.errors import InvalidInput
+from loraplex.finetune.ids import JOB, public
 from loraplex.serving.live import LivePlacement
 from loraplex.web import reads
 from loraplex.web.forms import number
@@ -46,6 +47,20 @@ class AdminController(Controller):
                 "audit": await reads.recent_audit(db_session),
             },
         )
+
+    @get("/adapters", name="admin.adapters")
+    async def adapters(self, viewer: Viewer, db_session: AsyncSession) -> Template:
+        """Every tenant's adapters: versions, ready ones, bytes stored."""
+        require_operator(viewer)
+        rows = await reads.all_adapters(db_session)
+        return Template("admin/adapters.html", context={"rows": rows})
+
+    @get("/jobs", name="admin.jobs")
+    async def jobs(self, viewer: Viewer, db_session: AsyncSession) -> Template:
+        """The newest fine-tuning jobs of every tenant."""
+        require_operator(viewer)
+        jobs = [(slug, public(JOB, job.id), job) for slug, job in await reads.all_jobs(db_session)]
+        return Template("admin/jobs.html", context={"jobs": jobs})
 
     @get("/tenants/{tenant_id:uuid}", name="admin.tenant")
     async def tenant_page(

@@ -23,7 +23,16 @@ from loraplex.control.tenants.schemas import QuotaOut
 from loraplex.control.tenants.service import TenantService
 from loraplex.control.usage.schemas import GroupBy, UsageReportOut
 from loraplex.control.usage.service import UsageService
-from loraplex.db.models import Adapter, AdapterAlias, AdapterVersion, ApiKey, AuditEntry, Tenant
+from loraplex.db.models import (
+    Adapter,
+    AdapterAlias,
+    AdapterVersion,
+    ApiKey,
+    AuditEntry,
+    FineTuneJob,
+    Tenant,
+    VersionStatus,
+)
 from loraplex.web.charts import BarChart, Meter, bar_chart
 
 HOURS = 24  # the tenant overview's chart
@@ -174,3 +183,45 @@ async def recent_audit(session: AsyncSession, limit: int = 25) -> list[AuditEntr
         select(AuditEntry).order_by(AuditEntry.created_at.desc()).limit(limit)
     )
     return list(rows.all())
+
+
+@dataclass(frozen=True)
+class AdapterRow:
+    """One adapter of any tenant, for the operators' list."""
+
+    tenant: str  # slug
+    adapter: Adapter
+    versions: int
+    ready: int
+    stored_bytes: int
+
+
+async def all_adapters(session: AsyncSession, limit: int = 500) -> list[AdapterRow]:
+    """Every tenant's adapters with version counts and bytes stored, by tenant and name."""
+    ready = func.count().filter(AdapterVersion.status == VersionStatus.READY)
+    rows = await session.execute(
+        select(
+            Tenant.slug,
+            Adapter,
+            func.count(AdapterVersion.id),
+            ready,
+            func.coalesce(func.sum(AdapterVersion.size_bytes), 0),
+        )
+        .join(Tenant, Tenant.id == Adapter.tenant_id)
+        .outerjoin(AdapterVersion, AdapterVersion.adapter_id == Adapter.id)
+        .group_by(Tenant.slug, Adapter.id)
+        .order_by(Tenant.slug, Adapter.name)
+        .limit(limit)
+    )
+    return [AdapterRow(slug, a, int(n), int(r), int(b)) for slug, a, n, r, b in rows.unique()]
+
+
+async def all_jobs(session: AsyncSession, limit: int = 200) -> list[tuple[str, FineTuneJob]]:
+    """The newest fine-tuning jobs of every tenant, with the tenant's slug."""
+    rows = await session.execute(
+        select(Tenant.slug, FineTuneJob)
+        .join(Tenant, Tenant.id == FineTuneJob.tenant_id)
+        .order_by(FineTuneJob.created_at.desc())
+        .limit(limit)
+    )
+    return [(slug, job) for slug, job in rows]

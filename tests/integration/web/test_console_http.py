@@ -345,3 +345,22 @@ async def test_a_tenant_admin_adds_a_user_who_signs_in_and_removes_them(
     )
     assert removed.status_code == 200 and email not in removed.text
     assert (await sign_in(browser_client, email, "a fine password")).status_code == 401
+
+
+async def test_operators_list_every_tenants_adapters_and_fine_tunes(
+    browser_client, make_tenant, make_user, operator: Api, operator_user, tmp_path: Path
+) -> None:
+    tenant = await make_tenant()
+    adapter = await adapter_with_versions(operator, tenant, tmp_path, 2)
+    await sign_in(browser_client, operator_user.email, operator_user.password)
+
+    page = (await browser_client.get("/admin/adapters")).text
+    row = page.split(f'data-adapter="{tenant.slug}/{adapter}"')[1].split("</tr>")[0]
+    cells = [c.split(">")[-1] for c in row.split("</td>")[:6]]
+    assert cells[3:5] == ["2", "2"]  # two versions, both ready
+    assert (await browser_client.get("/admin/jobs")).status_code == 200
+
+    user = await make_user(tenant)
+    await sign_in(browser_client, user.email, PASSWORD)
+    assert (await browser_client.get("/admin/adapters")).status_code == 403
+    assert (await browser_client.get("/admin/jobs")).status_code == 403

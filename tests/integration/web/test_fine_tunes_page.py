@@ -31,7 +31,7 @@ async def _signed_in(browser_client, make_tenant, make_user) -> Any:
 
 
 async def test_a_file_uploaded_and_a_job_started_in_the_console_are_the_apis_too(
-    browser_client, make_tenant, make_user, operator: Api, tmp_path: Path
+    browser_client, make_tenant, make_user, operator: Api, operator_user, tmp_path: Path
 ) -> None:
     tenant = await _signed_in(browser_client, make_tenant, make_user)
     base = await ensure_tiny_base(operator)
@@ -56,6 +56,10 @@ async def test_a_file_uploaded_and_a_job_started_in_the_console_are_the_apis_too
     job_id = started.headers["hx-redirect"].rsplit("/", 1)[1]
     job = (await tenant.api.get(f"/v1/fine_tuning/jobs/{job_id}")).json()
     assert (job["model"], job["suffix"], job["hyperparameters"]["n_epochs"]) == (base, "support", 2)
+
+    await sign_in(browser_client, operator_user.email, operator_user.password)
+    listed = (await browser_client.get("/admin/jobs")).text  # operators see every tenant's
+    assert f'data-job="{job_id}"' in listed and tenant.slug in listed
 
 
 async def test_bad_fine_tune_forms_get_a_400_that_names_the_problem(
