@@ -6,6 +6,7 @@ from typing import Any
 from uuid import UUID
 
 from litestar import Controller, Request, get, post
+from litestar.datastructures import FormMultiDict
 from litestar.response import Template
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -19,7 +20,7 @@ from loraplex.serving.live import LivePlacement
 from loraplex.web import reads
 from loraplex.web.forms import number
 from loraplex.web.replica import fmt_ms, replica_stats
-from loraplex.web.session import Viewer, require_operator
+from loraplex.web.session import Viewer
 
 
 class AdminController(Controller):
@@ -29,11 +30,10 @@ class AdminController(Controller):
 
     @get("/", name="admin.overview")
     async def overview(
-        self, request: Request[Any, Any, Any], viewer: Viewer, db_session: AsyncSession
+        self, request: Request[Any, Any, Any], operator: Viewer, db_session: AsyncSession
     ) -> Template:
         """Live figures, traffic, where every adapter version sits on which engine, tenants,
         recent changes."""
-        require_operator(viewer)
         placement = request.app.state.get("placement")
         snapshot = placement.snapshot() if isinstance(placement, LivePlacement) else None
         return Template(
@@ -49,59 +49,53 @@ class AdminController(Controller):
         )
 
     @get("/adapters", name="admin.adapters")
-    async def adapters(self, viewer: Viewer, db_session: AsyncSession) -> Template:
+    async def adapters(self, operator: Viewer, db_session: AsyncSession) -> Template:
         """Every tenant's adapters: versions, ready ones, bytes stored."""
-        require_operator(viewer)
         rows = await reads.all_adapters(db_session)
         return Template("admin/adapters.html", context={"rows": rows})
 
     @get("/jobs", name="admin.jobs")
-    async def jobs(self, viewer: Viewer, db_session: AsyncSession) -> Template:
+    async def jobs(self, operator: Viewer, db_session: AsyncSession) -> Template:
         """The newest fine-tuning jobs of every tenant."""
-        require_operator(viewer)
         jobs = [(slug, public(JOB, job.id), job) for slug, job in await reads.all_jobs(db_session)]
         return Template("admin/jobs.html", context={"jobs": jobs})
 
     @get("/tenants/{tenant_id:uuid}", name="admin.tenant")
     async def tenant_page(
-        self, tenant_id: UUID, viewer: Viewer, db_session: AsyncSession
+        self, tenant_id: UUID, operator: Viewer, db_session: AsyncSession
     ) -> Template:
         """One tenant: status, plan, and every limit with its override."""
-        require_operator(viewer)
         return await _tenant(db_session, tenant_id)
 
     @post("/tenants/{tenant_id:uuid}/quota", status_code=200, after_response=limits_changed)
     async def set_quota(
         self,
-        request: Request[Any, Any, Any],
+        form: FormMultiDict,
         tenant_id: UUID,
-        viewer: Viewer,
+        operator: Viewer,
         db_session: AsyncSession,
     ) -> Template:
         """Replace the overrides: a filled field overrides the plan, an empty one does not."""
-        require_operator(viewer)
-        form = await request.form()
         overrides = {name: number(form, name) for name in QUOTA_FIELDS}
         await TenantService(session=db_session).set_overrides(
-            tenant_id, {k: v for k, v in overrides.items() if v is not None}, viewer.actor
+            tenant_id, {k: v for k, v in overrides.items() if v is not None}, operator.actor
         )
         return await _tenant(db_session, tenant_id, saved="Quota saved.")
 
     @post("/tenants/{tenant_id:uuid}/status", status_code=200, after_response=access_changed)
     async def set_status(
         self,
-        request: Request[Any, Any, Any],
+        form: FormMultiDict,
         tenant_id: UUID,
-        viewer: Viewer,
+        operator: Viewer,
         db_session: AsyncSession,
     ) -> Template:
         """Suspend (its keys stop working) or resume a tenant."""
-        require_operator(viewer)
-        wanted = (await request.form()).get("status")
+        wanted = form.get("status")
         if wanted not in (TenantStatus.ACTIVE, TenantStatus.SUSPENDED):
             raise InvalidInput("status must be 'active' or 'suspended'", param="status")
         await TenantService(session=db_session).set_status(
-            tenant_id, TenantStatus(wanted), viewer.actor
+            tenant_id, TenantStatus(wanted), operator.actor
         )
         return await _tenant(db_session, tenant_id, saved=f"Tenant is now {wanted}.")
 

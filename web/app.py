@@ -35,8 +35,15 @@ from loraplex.settings import DEV_SECRET_KEY, Settings
 from loraplex.web.admin import AdminController
 from loraplex.web.console import ConsoleController
 from loraplex.web.finetunes import FineTuneController
+from loraplex.web.forms import provide_form
 from loraplex.web.login import LoginController
-from loraplex.web.session import SignInRequired, provide_viewer, session_config
+from loraplex.web.session import (
+    SignInRequired,
+    provide_editor,
+    provide_operator,
+    provide_viewer,
+    session_config,
+)
 
 HERE = Path(__file__).parent
 # Front-end libraries come from npm (`make install` runs `npm ci` in web/), never the repo.
@@ -65,7 +72,12 @@ def web_router(settings: Settings) -> Router:
     pages = Router(
         path="/",
         route_handlers=[ConsoleController, FineTuneController, AdminController],
-        dependencies={"viewer": Provide(provide_viewer)},
+        dependencies={
+            "viewer": Provide(provide_viewer),
+            "editor": Provide(provide_editor, sync_to_thread=False),
+            "operator": Provide(provide_operator, sync_to_thread=False),
+            "form": Provide(provide_form),
+        },
     )
     return Router(
         path="/",

@@ -11,6 +11,7 @@ from typing import Any
 from uuid import UUID
 
 from litestar import Controller, Request, Response, get, post
+from litestar.datastructures import FormMultiDict
 from litestar.di import Provide
 from litestar.response import Template
 from sqlalchemy import select
@@ -32,7 +33,7 @@ from loraplex.gateway.controller import model_ids, run_inference
 from loraplex.settings import Settings
 from loraplex.web import reads
 from loraplex.web.forms import convert, number
-from loraplex.web.session import Viewer, require_change
+from loraplex.web.session import Viewer
 
 TENANT_SCOPES = sorted(Scope.TENANT_SCOPES)
 
@@ -65,19 +66,17 @@ class ConsoleController(Controller):
     @post("/keys", status_code=201)
     async def create_key(
         self,
-        request: Request[Any, Any, Any],
+        form: FormMultiDict,
         tenant_id: UUID,
-        viewer: Viewer,
+        editor: Viewer,
         db_session: AsyncSession,
     ) -> Template:
         """Mint a key; its secret is in this response only."""
-        require_change(viewer)
-        form = await request.form()
         data = convert(
             {"name": form.get("name", "").strip(), "scopes": form.getall("scopes", [])}, KeyCreate
         )
         created = await ApiKeyService(session=db_session).create_tenant_key(
-            tenant_id, data, viewer.actor
+            tenant_id, data, editor.actor
         )
         return await _keys(db_session, tenant_id, created=created, status=201)
 
@@ -87,12 +86,11 @@ class ConsoleController(Controller):
         request: Request[Any, Any, Any],
         tenant_id: UUID,
         key_id: UUID,
-        viewer: Viewer,
+        editor: Viewer,
         db_session: AsyncSession,
     ) -> Template:
         """Revoke a key; it stops working at once on this replica."""
-        require_change(viewer)
-        key = await ApiKeyService(session=db_session).revoke(tenant_id, key_id, viewer.actor)
+        key = await ApiKeyService(session=db_session).revoke(tenant_id, key_id, editor.actor)
         request.app.state.authenticator.forget(key.prefix)
         return await _keys(db_session, tenant_id)
 
@@ -104,28 +102,25 @@ class ConsoleController(Controller):
     @post("/users", status_code=201)
     async def add_user(
         self,
-        request: Request[Any, Any, Any],
+        form: FormMultiDict,
         tenant_id: UUID,
-        viewer: Viewer,
+        editor: Viewer,
         db_session: AsyncSession,
     ) -> Template:
         """A new user of the tenant with a first password (argon2), as the users API makes one."""
-        require_change(viewer)
-        form = await request.form()
         fields = {k: str(form.get(k, "")).strip() for k in ("email", "name", "role")}
         data = convert({**fields, "password": str(form.get("password", ""))}, UserCreate)
-        await UserService(session=db_session).create_user(tenant_id, data, viewer.actor)
+        await UserService(session=db_session).create_user(tenant_id, data, editor.actor)
         return await _users(db_session, tenant_id, status=201)
 
     @post("/users/{user_id:uuid}/remove", status_code=200)
     async def remove_user(
-        self, tenant_id: UUID, user_id: UUID, viewer: Viewer, db_session: AsyncSession
+        self, tenant_id: UUID, user_id: UUID, editor: Viewer, db_session: AsyncSession
     ) -> Template:
         """Remove a user (not yourself: the tenant would lose its last way in)."""
-        require_change(viewer)
-        if user_id == viewer.user_id:
+        if user_id == editor.user_id:
             raise InvalidInput("you cannot remove yourself; ask another tenant admin")
-        await UserService(session=db_session).remove(tenant_id, user_id, viewer.actor)
+        await UserService(session=db_session).remove(tenant_id, user_id, editor.actor)
         return await _users(db_session, tenant_id)
 
     @get("/playground", name="console.playground")
@@ -152,20 +147,18 @@ class ConsoleController(Controller):
     @post("/adapters", status_code=201)
     async def create_adapter(
         self,
-        request: Request[Any, Any, Any],
+        form: FormMultiDict,
         tenant_id: UUID,
-        viewer: Viewer,
+        editor: Viewer,
         db_session: AsyncSession,
     ) -> Response[Any]:
         """A new (empty) adapter on a base model; the page reloads with its card."""
-        require_change(viewer)
-        form = await request.form()
         fields = {
             "name": str(form.get("name", "")).strip(),
             "base_model": form.get("base_model", ""),
         }
         data = convert(fields, AdapterCreate)
-        await AdapterService(session=db_session).create_adapter(tenant_id, data, viewer.actor)
+        await AdapterService(session=db_session).create_adapter(tenant_id, data, editor.actor)
         return Response(b"", status_code=201, headers={"HX-Refresh": "true"})
 
     @post("/adapters/{name:str}/versions", status_code=201, request_max_body_size=None)
@@ -174,70 +167,64 @@ class ConsoleController(Controller):
         request: Request[Any, Any, Any],
         tenant_id: UUID,
         name: str,
-        viewer: Viewer,
+        editor: Viewer,
         db_session: AsyncSession,
         store: ObjectStore,
         settings: Settings,
     ) -> Template:
         """A new version from `adapter_config.json` + `adapter_model.safetensors` or one
         archive, validated and stored as the API's upload does; answers the adapter's card."""
-        require_change(viewer)
         adapter = await AdapterService(session=db_session).named(tenant_id, name)
         with upload_workdir(settings.data_dir) as workdir:
             received = workdir / "received"
             received.mkdir()
             files, _ = await save_multipart(request, received, settings.max_upload_bytes)
             await VersionService(session=db_session).upload(
-                adapter, files, workdir, store, settings, viewer.actor
+                adapter, files, workdir, store, settings, editor.actor
             )
         return await _card(db_session, adapter, status=201)
 
     @post("/adapters/{name:str}/aliases", status_code=200)
     async def point_alias(
         self,
-        request: Request[Any, Any, Any],
+        form: FormMultiDict,
         tenant_id: UUID,
         name: str,
-        viewer: Viewer,
+        editor: Viewer,
         db_session: AsyncSession,
     ) -> Template:
         """Create an alias or promote it to another version."""
-        require_change(viewer)
-        form = await request.form()
         alias = str(form.get("alias", "")).strip()
         version = convert({"version": number(form, "version")}, AliasSet).version
         adapter = await AdapterService(session=db_session).named(tenant_id, name)
-        await AliasService(session=db_session).point(adapter, alias, version, viewer.actor)
+        await AliasService(session=db_session).point(adapter, alias, version, editor.actor)
         return await _card(db_session, adapter)
 
     @post("/adapters/{name:str}/aliases/{alias:str}/rollback", status_code=200)
     async def rollback_alias(
-        self, tenant_id: UUID, name: str, alias: str, viewer: Viewer, db_session: AsyncSession
+        self, tenant_id: UUID, name: str, alias: str, editor: Viewer, db_session: AsyncSession
     ) -> Template:
         """Point the alias back at its previous version."""
-        require_change(viewer)
         adapter = await AdapterService(session=db_session).named(tenant_id, name)
-        await AliasService(session=db_session).rollback(adapter, alias, viewer.actor)
+        await AliasService(session=db_session).rollback(adapter, alias, editor.actor)
         return await _card(db_session, adapter)
 
     @post("/adapters/{name:str}/aliases/{alias:str}/canary", status_code=200)
     async def set_canary(
         self,
-        request: Request[Any, Any, Any],
+        form: FormMultiDict,
         tenant_id: UUID,
         name: str,
         alias: str,
-        viewer: Viewer,
+        editor: Viewer,
         db_session: AsyncSession,
     ) -> Template:
         """Send a share of the alias's traffic to another version (weight 0 ends the canary)."""
-        require_change(viewer)
-        form = await request.form()
         raw = {"version": number(form, "version"), "weight": number(form, "weight") or 0}
         data = convert({k: v for k, v in raw.items() if v is not None}, CanarySet)
         adapter = await AdapterService(session=db_session).named(tenant_id, name)
         await AliasService(session=db_session).set_canary(
-            adapter, alias, data.version, data.weight, viewer.actor
+            adapter, alias, data.version, data.weight, editor.actor
         )
         return await _card(db_session, adapter)
 

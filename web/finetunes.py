@@ -11,6 +11,7 @@ from typing import Any
 from uuid import UUID
 
 from litestar import Controller, Request, Response, get, post
+from litestar.datastructures import FormMultiDict
 from litestar.di import Provide
 from litestar.response import Template
 from sqlalchemy import select
@@ -28,7 +29,7 @@ from loraplex.settings import Settings
 from loraplex.web.charts import LineChart, line_chart
 from loraplex.web.console import provide_tenant_id
 from loraplex.web.forms import convert, number
-from loraplex.web.session import Viewer, require_change
+from loraplex.web.session import Viewer
 
 MAX_LOSS_POINTS = 2000  # events read for the loss curve
 
@@ -81,13 +82,12 @@ class FineTuneController(Controller):
         self,
         request: Request[Any, Any, Any],
         tenant_id: UUID,
-        viewer: Viewer,
+        editor: Viewer,
         db_session: AsyncSession,
         store: ObjectStore,
         settings: Settings,
     ) -> Response[Any]:
         """A JSONL training file, validated as `/v1/files` validates it; then the page again."""
-        require_change(viewer)
         with upload_workdir(settings.data_dir) as workdir:
             files, _ = await save_multipart(request, workdir, settings.max_training_file_bytes)
             if len(files) != 1 or not files[0].stat().st_size:
@@ -98,7 +98,7 @@ class FineTuneController(Controller):
                 files[0],
                 files[0].name,
                 settings.max_training_file_bytes,
-                viewer.actor,
+                editor.actor,
             )
         return Response(b"", status_code=201, headers={"HX-Refresh": "true"})
 
@@ -107,12 +107,11 @@ class FineTuneController(Controller):
         self,
         request: Request[Any, Any, Any],
         tenant_id: UUID,
-        viewer: Viewer,
+        editor: Viewer,
+        form: FormMultiDict,
         db_session: AsyncSession,
     ) -> Response[Any]:
         """Queue a job for the workers and open its page."""
-        require_change(viewer)
-        form = await request.form()
         hyper = {"n_epochs": number(form, "n_epochs") or "auto"}
         fields = {
             "model": form.get("model", ""),
@@ -122,7 +121,7 @@ class FineTuneController(Controller):
             "hyperparameters": hyper,
         }
         data = convert({k: v for k, v in fields.items() if v is not None}, JobCreate)
-        job = await JobService(db_session).create(tenant_id, data, viewer.actor)
+        job = await JobService(db_session).create(tenant_id, data, editor.actor)
         await db_session.commit()  # the worker must see the job before the task arrives
         request.app.state.job_queue.validate(job.id)
         where = f"/console/fine-tunes/{public(JOB, job.id)}"
@@ -142,11 +141,10 @@ class FineTuneController(Controller):
 
     @post("/{job_id:str}/cancel", status_code=200)
     async def cancel(
-        self, tenant_id: UUID, job_id: str, viewer: Viewer, db_session: AsyncSession
+        self, tenant_id: UUID, job_id: str, editor: Viewer, db_session: AsyncSession
     ) -> Template:
         """Ask the workers to stop the job."""
-        require_change(viewer)
-        await JobService(db_session).cancel(tenant_id, job_id, viewer.actor)
+        await JobService(db_session).cancel(tenant_id, job_id, editor.actor)
         view = await _view(db_session, tenant_id, job_id)
         return Template("console/_fine_tune_live.html", context={"v": view})
 

@@ -5,9 +5,15 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
+from litestar import Request
 from litestar.datastructures import FormMultiDict
 
 from loraplex.errors import InvalidInput
+
+
+async def provide_form(request: Request[Any, Any, Any]) -> FormMultiDict:
+    """Dependency `form`: the posted form, every value of a repeated field kept."""
+    return await request.form()
 
 
 def number(form: FormMultiDict, field: str) -> int | None:

@@ -125,16 +125,19 @@ async def provide_viewer(request: Request[Any, Any, Any], db_session: AsyncSessi
     return viewer
 
 
-def require_change(viewer: Viewer) -> None:
-    """Members of a tenant may look but not change."""
+def provide_editor(viewer: Viewer) -> Viewer:
+    """Dependency `editor`: the signed-in user, who must be allowed to change things (tenant
+    admins and operators); tenant members may look but not change."""
     if not viewer.can_change:
         raise Forbidden("your role can view this page but not change it; ask a tenant admin")
+    return viewer
 
 
-def require_operator(viewer: Viewer) -> None:
-    """The admin UI is for operators only."""
+def provide_operator(viewer: Viewer) -> Viewer:
+    """Dependency `operator`: the signed-in user, who must be an operator (the admin UI)."""
     if not viewer.is_operator:
         raise Forbidden("the admin UI is for operators")
+    return viewer
 
 
 @functools.cache
