@@ -83,6 +83,13 @@ class QuotaExceeded(LoraplexError):
     code = "quota_exceeded"
 
 
+class TooManyRequests(LoraplexError):
+    """Too many attempts in a short time (sign-ins, password checks); wait and retry."""
+
+    status_code = 429
+    code = "rate_limit_exceeded"
+
+
 class Unavailable(LoraplexError):
     """A dependency (database, Redis, object store, engine) is not answering."""
 

@@ -8,17 +8,19 @@ from uuid import UUID
 from litestar import Controller, Request, get, post
 from litestar.datastructures import FormMultiDict
 from litestar.response import Template
+from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from loraplex.control.quotas import QUOTA_FIELDS
 from loraplex.control.tenants.controller import access_changed, limits_changed
+from loraplex.control.tenants.schemas import TenantUpdate
 from loraplex.control.tenants.service import TenantService
-from loraplex.db.models import TenantStatus
+from loraplex.db.models import Plan, TenantStatus
 from loraplex.errors import InvalidInput
 from loraplex.finetune.ids import JOB, public
 from loraplex.serving.live import LivePlacement
 from loraplex.web import reads
-from loraplex.web.forms import number
+from loraplex.web.forms import convert, number
 from loraplex.web.replica import fmt_ms, replica_stats
 from loraplex.web.session import Viewer
 
@@ -82,6 +84,19 @@ class AdminController(Controller):
         )
         return await _tenant(db_session, tenant_id, saved="Quota saved.")
 
+    @post("/tenants/{tenant_id:uuid}/plan", status_code=200, after_response=limits_changed)
+    async def set_plan(
+        self,
+        form: FormMultiDict,
+        tenant_id: UUID,
+        operator: Viewer,
+        db_session: AsyncSession,
+    ) -> Template:
+        """Move the tenant to another plan; its overrides stay."""
+        data = convert({"plan": str(form.get("plan", ""))}, TenantUpdate)
+        await TenantService(session=db_session).update_tenant(tenant_id, data, operator.actor)
+        return await _tenant(db_session, tenant_id, saved=f"Tenant is now on plan {data.plan}.")
+
     @post("/tenants/{tenant_id:uuid}/status", status_code=200, after_response=access_changed)
     async def set_status(
         self,
@@ -106,6 +121,7 @@ async def _tenant(session: AsyncSession, tenant_id: UUID, saved: str = "") -> Te
         "tenant": await tenants.visible(tenant_id),
         "quota": await tenants.quota(tenant_id),
         "fields": QUOTA_FIELDS,
+        "plans": (await session.scalars(select(Plan.name).order_by(Plan.name))).all(),
         "saved": saved,
     }
     return Template("admin/tenant.html", context=context)

@@ -32,11 +32,14 @@ from loraplex.adapters.errors import AdapterRejected, StoreError
 from loraplex.auth import access
 from loraplex.errors import LoraplexError
 from loraplex.settings import DEV_SECRET_KEY, Settings
+from loraplex.web.account import AccountController
+from loraplex.web.adapters import AdapterPages
 from loraplex.web.admin import AdminController
 from loraplex.web.console import ConsoleController
 from loraplex.web.finetunes import FineTuneController
 from loraplex.web.forms import provide_form
 from loraplex.web.login import LoginController
+from loraplex.web.plans import PlanPages
 from loraplex.web.session import (
     SignInRequired,
     provide_editor,
@@ -49,7 +52,7 @@ HERE = Path(__file__).parent
 # Front-end libraries come from npm (`make install` runs `npm ci` in web/), never the repo.
 VENDOR = HERE / "node_modules" / "htmx.org" / "dist"
 log = logging.getLogger("loraplex.web")
-WEB_PATHS = ["^/$", "^/login", "^/logout", "^/console", "^/admin", "^/static/"]
+WEB_PATHS = ["^/$", "^/login", "^/logout", "^/account", "^/console", "^/admin", "^/static/"]
 
 
 def template_config() -> TemplateConfig[JinjaTemplateEngine]:
@@ -71,7 +74,14 @@ def web_router(settings: Settings) -> Router:
     )
     pages = Router(
         path="/",
-        route_handlers=[ConsoleController, FineTuneController, AdminController],
+        route_handlers=[
+            AccountController,
+            ConsoleController,
+            AdapterPages,
+            FineTuneController,
+            AdminController,
+            PlanPages,
+        ],
         dependencies={
             "viewer": Provide(provide_viewer),
             "editor": Provide(provide_editor, sync_to_thread=False),

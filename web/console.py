@@ -1,4 +1,4 @@
-"""The tenant console: overview (usage against quota), API keys, adapters, playground.
+"""The tenant console: overview (usage against quota), API keys, users, playground.
 
 Pages render whole; forms post with htmx and get back the fragment they replace. Every
 change goes through the same service as its `/api/v1` route (validation, quota checks,
@@ -17,22 +17,15 @@ from litestar.response import Template
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from loraplex.adapters.store import ObjectStore
-from loraplex.api.multipart import save_multipart, upload_workdir
 from loraplex.auth.principal import Scope
-from loraplex.control.adapters.aliases import AliasService
-from loraplex.control.adapters.schemas import AdapterCreate, AliasSet, CanarySet
-from loraplex.control.adapters.service import AdapterService
-from loraplex.control.adapters.versions import VersionService
 from loraplex.control.keys.schemas import KeyCreate
 from loraplex.control.keys.service import ApiKeyService
 from loraplex.control.users.service import UserCreate, UserService
-from loraplex.db.models import Adapter, BaseModel, User, UserRole
+from loraplex.db.models import User, UserRole
 from loraplex.errors import Forbidden, InvalidInput
 from loraplex.gateway.controller import model_ids, run_inference
-from loraplex.settings import Settings
 from loraplex.web import reads
-from loraplex.web.forms import convert, number
+from loraplex.web.forms import convert
 from loraplex.web.session import Viewer
 
 TENANT_SCOPES = sorted(Scope.TENANT_SCOPES)
@@ -123,6 +116,23 @@ class ConsoleController(Controller):
         await UserService(session=db_session).remove(tenant_id, user_id, editor.actor)
         return await _users(db_session, tenant_id)
 
+    @post("/users/{user_id:uuid}/password", status_code=200)
+    async def reset_password(
+        self,
+        form: FormMultiDict,
+        tenant_id: UUID,
+        user_id: UUID,
+        editor: Viewer,
+        db_session: AsyncSession,
+    ) -> Template:
+        """Give a user of the tenant a new password (they forgot theirs); their sessions end."""
+        if user_id == editor.user_id:
+            raise InvalidInput("change your own password on your account page", param="password")
+        users = UserService(session=db_session)
+        user = await users.of_tenant(tenant_id, user_id)
+        await users.set_password(user, str(form.get("password", "")), editor.actor)
+        return await _users(db_session, tenant_id, saved=f"New password set for {user.email}.")
+
     @get("/playground", name="console.playground")
     async def playground_page(self, tenant_id: UUID, db_session: AsyncSession) -> Template:
         """Pick a model (base, adapter, alias or version), chat, watch the answer stream."""
@@ -136,97 +146,6 @@ class ConsoleController(Controller):
         """An OpenAI chat request from the playground, run exactly as `/v1/chat/completions`
         runs it for this tenant: quotas, admission, usage and the SSE stream included."""
         return await run_inference(request, tenant_id, "chat")
-
-    @get("/adapters", name="console.adapters")
-    async def adapters_page(self, tenant_id: UUID, db_session: AsyncSession) -> Template:
-        """Adapters with their versions and aliases."""
-        cards = await reads.adapter_cards(db_session, tenant_id)
-        bases = (await db_session.scalars(select(BaseModel.name).order_by(BaseModel.name))).all()
-        return Template("console/adapters.html", context={"cards": cards, "base_models": bases})
-
-    @post("/adapters", status_code=201)
-    async def create_adapter(
-        self,
-        form: FormMultiDict,
-        tenant_id: UUID,
-        editor: Viewer,
-        db_session: AsyncSession,
-    ) -> Response[Any]:
-        """A new (empty) adapter on a base model; the page reloads with its card."""
-        fields = {
-            "name": str(form.get("name", "")).strip(),
-            "base_model": form.get("base_model", ""),
-        }
-        data = convert(fields, AdapterCreate)
-        await AdapterService(session=db_session).create_adapter(tenant_id, data, editor.actor)
-        return Response(b"", status_code=201, headers={"HX-Refresh": "true"})
-
-    @post("/adapters/{name:str}/versions", status_code=201, request_max_body_size=None)
-    async def upload_version(
-        self,
-        request: Request[Any, Any, Any],
-        tenant_id: UUID,
-        name: str,
-        editor: Viewer,
-        db_session: AsyncSession,
-        store: ObjectStore,
-        settings: Settings,
-    ) -> Template:
-        """A new version from `adapter_config.json` + `adapter_model.safetensors` or one
-        archive, validated and stored as the API's upload does; answers the adapter's card."""
-        adapter = await AdapterService(session=db_session).named(tenant_id, name)
-        with upload_workdir(settings.data_dir) as workdir:
-            received = workdir / "received"
-            received.mkdir()
-            files, _ = await save_multipart(request, received, settings.max_upload_bytes)
-            await VersionService(session=db_session).upload(
-                adapter, files, workdir, store, settings, editor.actor
-            )
-        return await _card(db_session, adapter, status=201)
-
-    @post("/adapters/{name:str}/aliases", status_code=200)
-    async def point_alias(
-        self,
-        form: FormMultiDict,
-        tenant_id: UUID,
-        name: str,
-        editor: Viewer,
-        db_session: AsyncSession,
-    ) -> Template:
-        """Create an alias or promote it to another version."""
-        alias = str(form.get("alias", "")).strip()
-        version = convert({"version": number(form, "version")}, AliasSet).version
-        adapter = await AdapterService(session=db_session).named(tenant_id, name)
-        await AliasService(session=db_session).point(adapter, alias, version, editor.actor)
-        return await _card(db_session, adapter)
-
-    @post("/adapters/{name:str}/aliases/{alias:str}/rollback", status_code=200)
-    async def rollback_alias(
-        self, tenant_id: UUID, name: str, alias: str, editor: Viewer, db_session: AsyncSession
-    ) -> Template:
-        """Point the alias back at its previous version."""
-        adapter = await AdapterService(session=db_session).named(tenant_id, name)
-        await AliasService(session=db_session).rollback(adapter, alias, editor.actor)
-        return await _card(db_session, adapter)
-
-    @post("/adapters/{name:str}/aliases/{alias:str}/canary", status_code=200)
-    async def set_canary(
-        self,
-        form: FormMultiDict,
-        tenant_id: UUID,
-        name: str,
-        alias: str,
-        editor: Viewer,
-        db_session: AsyncSession,
-    ) -> Template:
-        """Send a share of the alias's traffic to another version (weight 0 ends the canary)."""
-        raw = {"version": number(form, "version"), "weight": number(form, "weight") or 0}
-        data = convert({k: v for k, v in raw.items() if v is not None}, CanarySet)
-        adapter = await AdapterService(session=db_session).named(tenant_id, name)
-        await AliasService(session=db_session).set_canary(
-            adapter, alias, data.version, data.weight, editor.actor
-        )
-        return await _card(db_session, adapter)
 
 
 async def _keys(
@@ -247,16 +166,17 @@ async def _keys(
 
 
 async def _users(
-    session: AsyncSession, tenant_id: UUID, *, page: bool = False, status: int = 200
+    session: AsyncSession,
+    tenant_id: UUID,
+    *,
+    page: bool = False,
+    status: int = 200,
+    saved: str = "",
 ) -> Template:
     users = (
         await session.scalars(select(User).where(User.tenant_id == tenant_id).order_by(User.email))
     ).all()
     roles = [UserRole.TENANT_ADMIN, UserRole.TENANT_MEMBER]
     name = "console/users.html" if page else "console/_users.html"
-    return Template(name, context={"users": users, "roles": roles}, status_code=status)
-
-
-async def _card(session: AsyncSession, adapter: Adapter, status: int = 200) -> Template:
-    card = await reads.adapter_card(session, adapter)
-    return Template("console/_adapter.html", context={"card": card}, status_code=status)
+    context = {"users": users, "roles": roles, "saved": saved}
+    return Template(name, context=context, status_code=status)

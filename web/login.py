@@ -8,7 +8,7 @@ from litestar import Controller, Request, get, post
 from litestar.response import Redirect, Template
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from loraplex.web.session import SESSION_HOME, SESSION_USER, SignInThrottle, sign_in
+from loraplex.web.session import SESSION_HOME, SignInThrottle, sign_in, start_session
 
 
 class LoginController(Controller):
@@ -33,11 +33,10 @@ class LoginController(Controller):
         address = request.client.host if request.client else "unknown"
         if not await throttle.allow(email, address):
             return _form(email, "Too many sign-in attempts. Wait a minute and try again.", 429)
-        viewer = await sign_in(db_session, email, password)
-        if viewer is None:
+        user = await sign_in(db_session, email, password)
+        if user is None:
             return _form(email, "Wrong email or password.", 401)
-        request.clear_session()  # a new session id for the new identity
-        request.set_session({SESSION_USER: str(viewer.user_id), SESSION_HOME: viewer.home})
+        viewer = start_session(request, user)
         return Redirect(viewer.home, status_code=303)
 
     @post("/logout", status_code=303)

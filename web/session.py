@@ -1,7 +1,8 @@
 """Who is signed in to the console, and how they sign in.
 
-A browser session holds only the user's id (in Litestar's encrypted session cookie); every
-request reloads the user, so a deactivated user or a changed role takes effect at once.
+A browser session holds the user's id and a stamp of their password hash (in Litestar's
+encrypted session cookie); every request reloads the user, so a deactivated user or a changed
+role takes effect at once, and a changed password signs out every other session of the user.
 Sign-in attempts are limited per email and per client address (`limits`, in Redis when the
 platform has one, so the limit holds across API replicas).
 """
@@ -33,6 +34,7 @@ from loraplex.settings import Settings
 
 SESSION_USER = "uid"
 SESSION_HOME = "home"  # where `/` leads once signed in
+SESSION_STAMP = "pw"  # session_stamp(user) when the session began
 
 
 class SignInRequired(LoraplexError):
@@ -98,7 +100,7 @@ def session_config(settings: Settings) -> CookieBackendConfig:
     )
 
 
-async def sign_in(session: AsyncSession, email: str, password: str) -> Viewer | None:
+async def sign_in(session: AsyncSession, email: str, password: str) -> User | None:
     """The user with this email and password, if active; None otherwise."""
     user = await session.scalar(select(User).where(User.email == email.strip().lower()))
     if user is None or not user.password_hash:
@@ -106,15 +108,39 @@ async def sign_in(session: AsyncSession, email: str, password: str) -> Viewer | 
         return None
     if not user.is_active or not verify_password(user.password_hash, password):
         return None
-    return _viewer(user)
+    return user
+
+
+def session_stamp(user: User) -> str:
+    """A short digest of the user's password hash. A session keeps the stamp it began with, so
+    setting a new password (a new argon2 hash, new salt) ends every older session."""
+    return hashlib.sha256((user.password_hash or "").encode()).hexdigest()[:16]
+
+
+def start_session(request: Request[Any, Any, Any], user: User) -> Viewer:
+    """A new session for `user` in this request's cookie (a fresh one: no earlier state kept)."""
+    viewer = _viewer(user)
+    request.clear_session()
+    request.set_session(
+        {
+            SESSION_USER: str(user.id),
+            SESSION_HOME: viewer.home,
+            SESSION_STAMP: session_stamp(user),
+        }
+    )
+    return viewer
 
 
 async def provide_viewer(request: Request[Any, Any, Any], db_session: AsyncSession) -> Viewer:
-    """The signed-in user (dependency `viewer`); SignInRequired when there is none."""
+    """The signed-in user (dependency `viewer`); SignInRequired when there is none, or when the
+    user's password changed since this session began."""
     raw = request.session.get(SESSION_USER) if request.session else None
     user = await db_session.get(User, UUID(raw)) if raw else None
     if user is None or not user.is_active:
         raise SignInRequired("sign in to use the console")
+    if request.session.get(SESSION_STAMP) != session_stamp(user):
+        request.clear_session()
+        raise SignInRequired("your password changed: sign in again")
     if user.tenant_id is not None:  # as the tenant's keys are, its users are shut out too
         tenant = await db_session.get(Tenant, user.tenant_id)
         if tenant is None or tenant.status != TenantStatus.ACTIVE:

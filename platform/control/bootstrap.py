@@ -7,12 +7,11 @@ from pathlib import Path
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from loraplex.auth.principal import CLI_ACTOR
-from loraplex.control.audit.service import record
 from loraplex.control.base_models.service import BaseModelIn, BaseModelService
 from loraplex.control.keys.service import ApiKeyService
-from loraplex.control.users.service import UserCreate, UserService, hash_password
+from loraplex.control.users.service import UserCreate, UserService
 from loraplex.db.models import UserRole
-from loraplex.errors import InvalidInput, NotFound
+from loraplex.errors import NotFound
 
 
 async def create_operator(session: AsyncSession, email: str, name: str) -> str:
@@ -31,15 +30,11 @@ async def create_operator(session: AsyncSession, email: str, name: str) -> str:
 
 async def set_password(session: AsyncSession, email: str, password: str) -> None:
     """Give an existing user (an operator, say) a console password (argon2id)."""
-    if not 8 <= len(password) <= 200:
-        raise InvalidInput("a password has 8 to 200 characters", param="password")
-    user = await UserService(session=session).get_one_or_none(email=email.lower())
+    users = UserService(session=session)
+    user = await users.get_one_or_none(email=email.lower())
     if user is None:
         raise NotFound(f"no user with email '{email}'")
-    user.password_hash = hash_password(password)
-    record(
-        session, CLI_ACTOR, "user.set_password", user, tenant_id=user.tenant_id, email=user.email
-    )
+    await users.set_password(user, password, CLI_ACTOR)
 
 
 async def register_base_model(session: AsyncSession, model_dir: Path, name: str | None) -> str:

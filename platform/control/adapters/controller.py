@@ -159,20 +159,12 @@ class AdapterController(Controller):
         store: ObjectStore,
     ) -> Stream:
         """Stream one file of a stored version from the object store."""
-        if filename not in VERSION_FILES:
-            raise NotFound(f"version files are {', '.join(VERSION_FILES)}")
-        version = await versions.stored(target, number)
-        sha = version.details.get("files", {}).get(filename, {}).get("sha256", "")
-        return Stream(
-            store.open_chunks(version.storage_key + filename),
-            media_type="application/octet-stream",
-            headers={"x-sha256": sha, "content-disposition": f'attachment; filename="{filename}"'},
-        )
+        return await stream_version_file(versions, target, number, filename, store)
 
     @get(ADAPTER + "/aliases", operation_id="ListAdapterAliases", opt=access.tenant())
     async def list_aliases(self, target: Adapter, aliases: AliasService) -> list[AliasOut]:
         """The adapter's aliases."""
-        rows = await aliases.list(AdapterAlias.adapter_id == target.id, OrderBy("name", "asc"))
+        rows = await aliases.get_many(AdapterAlias.adapter_id == target.id, OrderBy("name", "asc"))
         return [await aliases.to_out(a) for a in rows]
 
     @get(ALIAS, operation_id="GetAdapterAlias", opt=access.tenant())
@@ -241,3 +233,18 @@ class AdapterController(Controller):
     ) -> None:
         """Delete an alias."""
         await aliases.remove(target, alias, principal.actor)
+
+
+async def stream_version_file(
+    versions: VersionService, adapter: Adapter, number: int, filename: str, store: ObjectStore
+) -> Stream:
+    """One file of a stored version, streamed from the object store with its sha256."""
+    if filename not in VERSION_FILES:
+        raise NotFound(f"version files are {', '.join(VERSION_FILES)}")
+    version = await versions.stored(adapter, number)
+    sha = version.details.get("files", {}).get(filename, {}).get("sha256", "")
+    return Stream(
+        store.open_chunks(version.storage_key + filename),
+        media_type="application/octet-stream",
+        headers={"x-sha256": sha, "content-disposition": f'attachment; filename="{filename}"'},
+    )

@@ -19,7 +19,8 @@ from loraplex.errors import Conflict, InvalidInput, NotFound
 _hasher = PasswordHasher()
 
 Email = Annotated[str, msgspec.Meta(pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$", max_length=320)]
-Password = Annotated[str, msgspec.Meta(min_length=8, max_length=200)]
+MIN_PASSWORD, MAX_PASSWORD = 8, 200
+Password = Annotated[str, msgspec.Meta(min_length=MIN_PASSWORD, max_length=MAX_PASSWORD)]
 
 
 class UserCreate(Input):
@@ -93,11 +94,33 @@ class UserService(SQLAlchemyAsyncRepositoryService[User]):
         )
         return user
 
-    async def remove(self, tenant_id: UUID, user_id: UUID, actor: str) -> None:
-        """Delete a tenant's user."""
+    async def set_password(self, user: User, password: str, actor: str) -> None:
+        """Give `user` a new password (argon2id); their console sessions end with the old one."""
+        if not MIN_PASSWORD <= len(password) <= MAX_PASSWORD:
+            raise InvalidInput(
+                f"a password has {MIN_PASSWORD} to {MAX_PASSWORD} characters", param="password"
+            )
+        user.password_hash = hash_password(password)
+        await self.update(user)
+        record(
+            self.repository.session,
+            actor,
+            "user.set_password",
+            user,
+            tenant_id=user.tenant_id,
+            email=user.email,
+        )
+
+    async def of_tenant(self, tenant_id: UUID, user_id: UUID) -> User:
+        """The tenant's user `user_id`; 404 for anyone else's."""
         user = await self.get_one_or_none(id=user_id, tenant_id=tenant_id)
         if user is None:
             raise NotFound("user not found")
+        return user
+
+    async def remove(self, tenant_id: UUID, user_id: UUID, actor: str) -> None:
+        """Delete a tenant's user."""
+        user = await self.of_tenant(tenant_id, user_id)
         await self.delete(user.id)
         record(
             self.repository.session,

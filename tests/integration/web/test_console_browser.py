@@ -42,10 +42,10 @@ async def browser() -> AsyncIterator[Browser]:
         await chromium.close()
 
 
-async def _sign_in(page: Page, url: str, email: str) -> None:
+async def _sign_in(page: Page, url: str, email: str, password: str = PASSWORD) -> None:
     await page.goto(f"{url}/login")
     await page.fill("input[name=email]", email)
-    await page.fill("input[name=password]", PASSWORD)
+    await page.fill("input[name=password]", password)
     await page.click("button:has-text('Sign in')")
     await page.wait_for_url(f"{url}/console")
 
@@ -99,7 +99,34 @@ async def test_a_tenant_admin_makes_and_revokes_a_key_and_moves_an_alias_in_chro
     await card.locator("form.promote input[name=alias]").fill("Bad!")
     await card.locator("form.promote button").click()
     await expect(page.locator("#flash .error")).to_contain_text("must start with a-z")
+
+    # Pin the alias (htmx sends the button's value), archive the version it left behind.
+    prod = card.locator("tr[data-alias=prod]")
+    await prod.locator("button:has-text('Pin')").click()
+    await expect(prod.locator("[data-pinned]")).to_have_text("yes")
+    page.once("dialog", lambda dialog: dialog.accept())
+    await card.locator("tr[data-version='2'] button:has-text('Archive')").click()
+    await expect(card.locator("tr[data-version='2'] [data-status]")).to_have_text("archived")
     if shots := os.environ.get("LORAPLEX_SCREENSHOTS"):  # for a person to look at the pages
         await page.screenshot(path=f"{shots}/adapters.png", full_page=True)
         await page.goto(f"{console_url}/console")
         await page.screenshot(path=f"{shots}/overview.png", full_page=True)
+
+
+async def test_a_user_changes_their_password_in_chromium_and_signs_in_with_it(
+    browser: Browser, console_url: str, make_tenant, make_user
+) -> None:
+    user = await make_user(await make_tenant())
+    page = await browser.new_page()
+    await _sign_in(page, console_url, user.email)
+    await page.click(f"text={user.email}")  # the header's link to your account
+    await page.fill("input[name=current]", PASSWORD)
+    await page.fill("input[name=new]", "a newer passphrase")
+    await page.fill("input[name=confirm]", "a newer passphrase")
+    await page.click("button:has-text('Change password')")
+    await expect(page.locator("#password-form [role=status]")).to_contain_text("Password changed")
+    await page.click("text=API keys")  # this session goes on
+    await expect(page.locator("h1")).to_have_text("API keys")
+
+    fresh = await browser.new_page()
+    await _sign_in(fresh, console_url, user.email, "a newer passphrase")

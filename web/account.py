@@ -1,0 +1,57 @@
+"""Your own account: who you are signed in as, and changing your password.
+
+Changing the password keeps this session and ends every other one (see `session_stamp`): the
+way to sign out a lost laptop.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from litestar import Controller, Request, get, post
+from litestar.datastructures import FormMultiDict
+from litestar.response import Template
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from loraplex.control.users.service import UserService, verify_password
+from loraplex.db.models import User
+from loraplex.errors import InvalidInput, TooManyRequests
+from loraplex.web.session import SignInThrottle, Viewer, start_session
+
+
+class AccountController(Controller):
+    """`/account` for anyone signed in, tenant users and operators alike."""
+
+    path = "/account"
+
+    @get("/", name="web.account")
+    async def page(self, viewer: Viewer) -> Template:
+        """Who you are, and the change-password form."""
+        return Template("account.html", context={"me": viewer, "saved": ""})
+
+    @post("/password", status_code=200)
+    async def change_password(
+        self,
+        request: Request[Any, Any, Any],
+        form: FormMultiDict,
+        viewer: Viewer,
+        db_session: AsyncSession,
+    ) -> Template:
+        """Check the current password (attempts count as sign-ins do), set the new one, and
+        carry on in a fresh session; sessions elsewhere end."""
+        current, new = str(form.get("current", "")), str(form.get("new", ""))
+        throttle: SignInThrottle = request.app.state.sign_in_throttle
+        address = request.client.host if request.client else "unknown"
+        if not await throttle.allow(viewer.email, address):
+            raise TooManyRequests("too many password attempts; wait a minute and try again")
+        user = await db_session.get(User, viewer.user_id)
+        if user is None or not verify_password(user.password_hash or "", current):
+            raise InvalidInput("the current password is wrong", param="current")
+        if new != str(form.get("confirm", "")):
+            raise InvalidInput("the new password and its confirmation differ", param="confirm")
+        if new == current:
+            raise InvalidInput("the new password is the current one", param="new")
+        await UserService(session=db_session).set_password(user, new, viewer.actor)
+        start_session(request, user)
+        saved = "Password changed. Your other sessions are signed out."
+        return Template("_account_form.html", context={"saved": saved})

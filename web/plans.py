@@ -1,0 +1,63 @@
+"""Operators edit plans (named bundles of quotas) and create new ones.
+
+A plan's limits apply to every tenant on it, less the tenant's own overrides; the change
+reaches this replica's gateway at once and other replicas within their cache time.
+"""
+
+from __future__ import annotations
+
+from litestar import Controller, get, post
+from litestar.datastructures import FormMultiDict
+from litestar.response import Template
+from sqlalchemy import func, select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from loraplex.control.quotas import QUOTA_FIELDS
+from loraplex.control.tenants.controller import limits_changed
+from loraplex.control.tenants.schemas import PlanIn
+from loraplex.control.tenants.service import PlanService
+from loraplex.db.models import Plan, Tenant, TenantStatus
+from loraplex.web.forms import convert, number
+from loraplex.web.session import Viewer
+
+
+class PlanPages(Controller):
+    """`/admin/plans`."""
+
+    path = "/admin/plans"
+
+    @get("/", name="admin.plans")
+    async def plans_page(self, operator: Viewer, db_session: AsyncSession) -> Template:
+        """Every plan with its limits and how many tenants are on it, each as a form."""
+        return await _plans(db_session, page=True)
+
+    @post("/", status_code=200, after_response=limits_changed)
+    async def save_plan(
+        self, form: FormMultiDict, operator: Viewer, db_session: AsyncSession
+    ) -> Template:
+        """Create a plan or replace its description and limits (an empty field: no limit)."""
+        limits = {name: number(form, name) for name in QUOTA_FIELDS}
+        fields = {
+            "name": str(form.get("name", "")).strip(),
+            "description": str(form.get("description", "")).strip(),
+            "limits": {k: v for k, v in limits.items() if v is not None},
+        }
+        plan = await PlanService(session=db_session).upsert(convert(fields, PlanIn), operator.actor)
+        return await _plans(db_session, saved=f"Plan {plan.name} saved.")
+
+
+async def _plans(session: AsyncSession, *, page: bool = False, saved: str = "") -> Template:
+    tenants_on = (
+        select(Tenant.plan_id, func.count(Tenant.id).label("tenants"))
+        .where(Tenant.status != TenantStatus.DELETED)
+        .group_by(Tenant.plan_id)
+        .subquery()
+    )
+    rows = await session.execute(
+        select(Plan, func.coalesce(tenants_on.c.tenants, 0))
+        .outerjoin(tenants_on, tenants_on.c.plan_id == Plan.id)
+        .order_by(Plan.name)
+    )
+    context = {"plans": rows.all(), "fields": QUOTA_FIELDS, "saved": saved}
+    name = "admin/plans.html" if page else "admin/_plans.html"
+    return Template(name, context=context)
