@@ -102,6 +102,19 @@ class FineTuneController(Controller):
             )
         return Response(b"", status_code=201, headers={"HX-Refresh": "true"})
 
+    @post("/files/{file_id:str}/delete", status_code=200)
+    async def delete_file(
+        self,
+        tenant_id: UUID,
+        file_id: str,
+        editor: Viewer,
+        db_session: AsyncSession,
+        store: ObjectStore,
+    ) -> Response[Any]:
+        """Delete a training file no active job uses, as `DELETE /v1/files/{id}` does."""
+        await FileService(db_session, store).delete(tenant_id, file_id, editor.actor)
+        return Response(b"", status_code=200, headers={"HX-Refresh": "true"})
+
     @post("/", status_code=201)
     async def create_job(
         self,

@@ -139,3 +139,35 @@ async def test_another_tenants_job_does_not_exist_in_the_console(
     await _signed_in(browser_client, make_tenant, make_user)
     response = await browser_client.get(f"/console/fine-tunes/{public(JOB, job.id)}")
     assert response.status_code == 404 and "theirs" not in response.text
+
+
+async def test_a_training_file_is_deleted_from_the_console_unless_a_job_uses_it(
+    browser_client, make_tenant, make_user, operator: Api
+) -> None:
+    tenant = await _signed_in(browser_client, make_tenant, make_user)
+    base = await ensure_tiny_base(operator)
+    data = "".join(json.dumps(row) + "\n" for row in ROWS).encode()
+    for name in ("used.jsonl", "spare.jsonl"):
+        await browser_client.post(
+            "/console/fine-tunes/files",
+            files={"file": (name, data, "application/jsonl")},
+            headers=htmx(browser_client),
+        )
+    ids = {f["filename"]: f["id"] for f in (await tenant.api.get("/v1/files")).json()["data"]}
+    await browser_client.post(
+        "/console/fine-tunes/",
+        data={"model": base, "training_file": ids["used.jsonl"]},
+        headers=htmx(browser_client),
+    )
+
+    busy = await browser_client.post(
+        f"/console/fine-tunes/files/{ids['used.jsonl']}/delete", headers=htmx(browser_client)
+    )
+    spare = await browser_client.post(
+        f"/console/fine-tunes/files/{ids['spare.jsonl']}/delete", headers=htmx(browser_client)
+    )
+
+    assert busy.status_code == 409 and "used by a running fine-tuning job" in busy.text
+    assert spare.status_code == 200
+    left = [f["filename"] for f in (await tenant.api.get("/v1/files")).json()["data"]]
+    assert left == ["used.jsonl"]
