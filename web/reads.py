@@ -40,6 +40,17 @@ MINUTES = 60  # the admin dashboard's chart
 
 
 @dataclass(frozen=True)
+class ModelUsage:
+    """One model id's share of a tenant's last 24 hours (as clients named it)."""
+
+    model: str
+    requests: int
+    tokens: int
+    errors: int
+    percent: float  # of the tenant's tokens in the window
+
+
+@dataclass(frozen=True)
 class Overview:
     """The console's first page: the tenant, its quotas against use, and 24 h of tokens."""
 
@@ -50,6 +61,7 @@ class Overview:
     requests_24h: int
     tokens_24h: int
     errors_24h: int
+    by_model: list[ModelUsage]  # most tokens first
 
 
 @dataclass(frozen=True)
@@ -100,7 +112,24 @@ async def overview(session: AsyncSession, tenant_id: UUID, now: datetime | None 
         requests_24h=report.totals.requests,
         tokens_24h=report.totals.total_tokens,
         errors_24h=report.totals.errors,
+        by_model=_by_model(report),
     )
+
+
+def _by_model(report: UsageReportOut) -> list[ModelUsage]:
+    """The report's usage summed per model id, most tokens first."""
+    sums: dict[str, list[int]] = {}
+    for bucket in report.buckets:
+        row = sums.setdefault(bucket.model, [0, 0, 0])
+        row[0] += bucket.requests
+        row[1] += bucket.total_tokens
+        row[2] += bucket.errors
+    total = max(report.totals.total_tokens, 1)
+    rows = [
+        ModelUsage(model, requests, tokens, errors, 100 * tokens / total)
+        for model, (requests, tokens, errors) in sums.items()
+    ]
+    return sorted(rows, key=lambda r: (-r.tokens, r.model))
 
 
 def _series(

@@ -54,6 +54,28 @@ async def test_the_overview_charts_todays_usage_against_the_daily_quota(
     assert "30 / 5,000,000" in page  # the pro plan's daily_tokens
 
 
+async def test_the_overview_splits_the_days_tokens_by_model_most_first(
+    browser_client, make_tenant, make_user, settings
+) -> None:
+    tenant = await make_tenant()
+    config = sqlalchemy_config(settings)
+    recorder = UsageRecorder(SqlUsageWriter(config.create_session_maker()))
+    recorder.record(UUID(tenant.id), None, "tiny-base", 10, 5)
+    for _ in range(3):
+        recorder.record(UUID(tenant.id), None, "support@prod", 20, 10, error=False)
+    recorder.record(UUID(tenant.id), None, "support@prod", 5, 0, error=True)
+    await recorder.flush()
+    await config.get_engine().dispose()
+    await sign_in(browser_client, (await make_user(tenant)).email, PASSWORD)
+
+    page = (await browser_client.get("/console/")).text
+
+    table = page.split('class="by-model"')[1].split("</table>")[0]
+    assert table.index('data-model="support@prod"') < table.index('data-model="tiny-base"')
+    row = table.split('data-model="support@prod"')[1].split("</tr>")[0]
+    assert "<td>4</td>" in row and "<td>95</td>" in row and "86%" in row and "<td>1</td>" in row
+
+
 async def test_pages_without_a_session_lead_to_sign_in(browser_client) -> None:
     page = await browser_client.get("/console/keys", follow_redirects=False)
     assert page.status_code in (302, 303) and page.headers["location"] == "/login"
