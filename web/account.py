@@ -1,7 +1,7 @@
-"""Your own account: who you are signed in as, and changing your password.
+"""Your own account: who you are signed in as, your password, your other sessions.
 
-Changing the password keeps this session and ends every other one (see `session_stamp`): the
-way to sign out a lost laptop.
+Changing the password, or signing out everywhere else, keeps this session and ends every
+other one (see `session_stamp`): the way to sign out a lost laptop.
 """
 
 from __future__ import annotations
@@ -55,3 +55,15 @@ class AccountController(Controller):
         start_session(request, user)
         saved = "Password changed. Your other sessions are signed out."
         return Template("_account_form.html", context={"saved": saved})
+
+    @post("/sessions/end", status_code=200)
+    async def end_other_sessions(
+        self, request: Request[Any, Any, Any], viewer: Viewer, db_session: AsyncSession
+    ) -> Template:
+        """Sign out everywhere else (a lost laptop, a shared computer); this session goes on."""
+        user = await db_session.get(User, viewer.user_id)
+        if user is None:
+            raise InvalidInput("no such user")
+        await UserService(session=db_session).end_sessions(user, viewer.actor)
+        start_session(request, user)
+        return Template("_sessions_form.html", context={"ended": True})

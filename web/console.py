@@ -133,6 +133,16 @@ class ConsoleController(Controller):
         await users.set_password(user, str(form.get("password", "")), editor.actor)
         return await _users(db_session, tenant_id, saved=f"New password set for {user.email}.")
 
+    @post("/users/{user_id:uuid}/sessions/end", status_code=200)
+    async def end_sessions(
+        self, tenant_id: UUID, user_id: UUID, editor: Viewer, db_session: AsyncSession
+    ) -> Template:
+        """Sign a user of the tenant out of every browser (their password stays)."""
+        users = UserService(session=db_session)
+        user = await users.of_tenant(tenant_id, user_id)
+        await users.end_sessions(user, editor.actor)
+        return await _users(db_session, tenant_id, saved=f"{user.email} is signed out everywhere.")
+
     @get("/playground", name="console.playground")
     async def playground_page(self, tenant_id: UUID, db_session: AsyncSession) -> Template:
         """Pick a model (base, adapter, alias or version), chat, watch the answer stream."""

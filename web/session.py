@@ -1,8 +1,9 @@
 """Who is signed in to the console, and how they sign in.
 
-A browser session holds the user's id and a stamp of their password hash (in Litestar's
-encrypted session cookie); every request reloads the user, so a deactivated user or a changed
-role takes effect at once, and a changed password signs out every other session of the user.
+A browser session holds the user's id and a stamp of their password hash and session epoch
+(in Litestar's encrypted session cookie); every request reloads the user, so a deactivated
+user or a changed role takes effect at once, and a changed password or "sign out everywhere"
+ends every other session of the user.
 Sign-in attempts are limited per email and per client address (`limits`, in Redis when the
 platform has one, so the limit holds across API replicas).
 """
@@ -112,9 +113,11 @@ async def sign_in(session: AsyncSession, email: str, password: str) -> User | No
 
 
 def session_stamp(user: User) -> str:
-    """A short digest of the user's password hash. A session keeps the stamp it began with, so
-    setting a new password (a new argon2 hash, new salt) ends every older session."""
-    return hashlib.sha256((user.password_hash or "").encode()).hexdigest()[:16]
+    """A short digest of the user's password hash and session epoch. A session keeps the stamp
+    it began with, so a new password (a new argon2 hash, new salt) or a raised epoch ("sign
+    out everywhere") ends every older session."""
+    seed = f"{user.password_hash or ''}|{user.session_epoch or 0}"
+    return hashlib.sha256(seed.encode()).hexdigest()[:16]
 
 
 def start_session(request: Request[Any, Any, Any], user: User) -> Viewer:
@@ -140,7 +143,7 @@ async def provide_viewer(request: Request[Any, Any, Any], db_session: AsyncSessi
         raise SignInRequired("sign in to use the console")
     if request.session.get(SESSION_STAMP) != session_stamp(user):
         request.clear_session()
-        raise SignInRequired("your password changed: sign in again")
+        raise SignInRequired("this session was ended: sign in again")
     if user.tenant_id is not None:  # as the tenant's keys are, its users are shut out too
         tenant = await db_session.get(Tenant, user.tenant_id)
         if tenant is None or tenant.status != TenantStatus.ACTIVE:

@@ -111,6 +111,19 @@ class UserService(SQLAlchemyAsyncRepositoryService[User]):
             email=user.email,
         )
 
+    async def end_sessions(self, user: User, actor: str) -> None:
+        """End every console session of `user` (their password stays)."""
+        user.session_epoch = (user.session_epoch or 0) + 1
+        await self.update(user)
+        record(
+            self.repository.session,
+            actor,
+            "user.end_sessions",
+            user,
+            tenant_id=user.tenant_id,
+            email=user.email,
+        )
+
     async def of_tenant(self, tenant_id: UUID, user_id: UUID) -> User:
         """The tenant's user `user_id`; 404 for anyone else's."""
         user = await self.get_one_or_none(id=user_id, tenant_id=tenant_id)

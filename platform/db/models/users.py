@@ -32,3 +32,5 @@ class User(Base):
         ForeignKey("tenants.id", ondelete="CASCADE"), index=True, default=None
     )
     is_active: Mapped[bool] = mapped_column(default=True)
+    # Raised to end every console session of the user (see loraplex.web.session).
+    session_epoch: Mapped[int] = mapped_column(default=0, server_default="0")

@@ -109,3 +109,39 @@ async def test_another_tenants_user_cannot_be_given_a_password(
 async def _user_id(tenant: Any, email: str) -> str:
     users = (await tenant.api.get(f"/api/v1/tenants/{tenant.id}/users")).json()["items"]
     return next(u["id"] for u in users if u["email"] == email)
+
+
+async def test_signing_out_everywhere_else_keeps_only_this_session(
+    browser_client, make_tenant, make_user
+) -> None:
+    user = await make_user(await make_tenant())
+    await sign_in(browser_client, user.email, PASSWORD)
+    laptop = _session_cookies(browser_client)
+    await sign_in(browser_client, user.email, PASSWORD)
+
+    ended = await browser_client.post("/account/sessions/end", headers=htmx(browser_client))
+
+    assert ended.status_code == 200 and "Every other session is signed out" in ended.text
+    assert await _is_signed_in(browser_client, _session_cookies(browser_client))
+    assert not await _is_signed_in(browser_client, laptop)
+    assert (await sign_in(browser_client, user.email, PASSWORD)).status_code == 303  # same password
+
+
+async def test_a_tenant_admin_signs_a_user_out_everywhere(
+    browser_client, make_tenant, make_user
+) -> None:
+    tenant = await make_tenant()
+    admin, member = await make_user(tenant), await make_user(tenant, role="tenant_member")
+    await sign_in(browser_client, member.email, PASSWORD)
+    members_session = _session_cookies(browser_client)
+    await sign_in(browser_client, admin.email, PASSWORD)
+    admins_session = _session_cookies(browser_client)
+
+    member_id = await _user_id(tenant, member.email)
+    ended = await browser_client.post(
+        f"/console/users/{member_id}/sessions/end", headers=htmx(browser_client)
+    )
+
+    assert ended.status_code == 200 and f"{member.email} is signed out everywhere" in ended.text
+    assert not await _is_signed_in(browser_client, members_session)
+    assert await _is_signed_in(browser_client, admins_session)
