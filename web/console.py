@@ -29,6 +29,7 @@ from loraplex.web.forms import convert
 from loraplex.web.session import Viewer
 
 TENANT_SCOPES = sorted(Scope.TENANT_SCOPES)
+MAX_CSV_DAYS = 31  # what one usage report may span
 
 
 def provide_tenant_id(viewer: Viewer) -> UUID:
@@ -49,6 +50,24 @@ class ConsoleController(Controller):
         """Usage against quota, and tokens per hour over the last day."""
         return Template(
             "console/overview.html", context={"o": await reads.overview(db_session, tenant_id)}
+        )
+
+    @get("/usage.csv", name="console.usage_csv")
+    async def usage_csv(
+        self, tenant_id: UUID, db_session: AsyncSession, days: str = "30"
+    ) -> Response[bytes]:
+        """The last `days` (1 to 31) of usage per UTC day and model id, as CSV (for billing
+        and spreadsheets; `GET /api/v1/usage` has the same as JSON)."""
+        if not days.isdigit() or not 1 <= int(days) <= MAX_CSV_DAYS:
+            raise InvalidInput(
+                f"days must be a whole number from 1 to {MAX_CSV_DAYS}", param="days"
+            )
+        body = await reads.usage_csv(db_session, tenant_id, int(days))
+        filename = f"loraplex-usage-{days}d.csv"
+        return Response(
+            body,
+            media_type="text/csv; charset=utf-8",
+            headers={"content-disposition": f'attachment; filename="{filename}"'},
         )
 
     @get("/keys", name="console.keys")

@@ -6,6 +6,8 @@ services the `/api/v1` routes use, so the console and the API cannot disagree.
 
 from __future__ import annotations
 
+import csv
+import io
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from uuid import UUID
@@ -142,6 +144,49 @@ def _series(
         tokens[moment] = tokens.get(moment, 0) + bucket.total_tokens
     moments = [start + i * step for i in range(count)]
     return [(f"{m:{label}}", tokens.get(m, 0)) for m in moments]
+
+
+CSV_COLUMNS = (
+    "day",
+    "model",
+    "adapter_version_id",
+    "requests",
+    "prompt_tokens",
+    "completion_tokens",
+    "total_tokens",
+    "errors",
+    "cut_streams",
+)
+
+
+async def usage_csv(
+    session: AsyncSession, tenant_id: UUID, days: int, now: datetime | None = None
+) -> bytes:
+    """The tenant's usage per UTC day and model id over the last `days` days (today
+    included), as CSV with a header row."""
+    now = now or datetime.now(UTC)
+    start = now.replace(hour=0, minute=0, second=0, microsecond=0) - timedelta(days=days - 1)
+    report = await UsageService(session=session).report(
+        start, now, GroupBy.DAY, tenant_id=tenant_id
+    )
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(CSV_COLUMNS)
+    for b in report.buckets:
+        writer.writerow(
+            (
+                f"{b.time:%Y-%m-%d}",
+                b.model,
+                b.adapter_version_id or "",
+                b.requests,
+                b.prompt_tokens,
+                b.completion_tokens,
+                b.total_tokens,
+                b.errors,
+                b.cut_streams,
+            )
+        )
+    return out.getvalue().encode()
 
 
 @dataclass(frozen=True)

@@ -76,6 +76,34 @@ async def test_the_overview_splits_the_days_tokens_by_model_most_first(
     assert "<td>4</td>" in row and "<td>95</td>" in row and "86%" in row and "<td>1</td>" in row
 
 
+async def test_usage_downloads_as_csv_per_day_and_model_and_bad_days_are_refused(
+    browser_client, make_tenant, make_user, settings
+) -> None:
+    tenant = await make_tenant()
+    config = sqlalchemy_config(settings)
+    recorder = UsageRecorder(SqlUsageWriter(config.create_session_maker()))
+    recorder.record(UUID(tenant.id), None, "tiny-base", 10, 5)
+    recorder.record(UUID(tenant.id), None, "tiny-base", 1, 0, cut=True)
+    await recorder.flush()
+    await config.get_engine().dispose()
+    await sign_in(browser_client, (await make_user(tenant)).email, PASSWORD)
+
+    download = await browser_client.get("/console/usage.csv", params={"days": "7"})
+    refused = [
+        await browser_client.get("/console/usage.csv", params={"days": days})
+        for days in ("0", "32", "week")
+    ]
+
+    assert download.status_code == 200 and download.headers["content-type"].startswith("text/csv")
+    assert 'filename="loraplex-usage-7d.csv"' in download.headers["content-disposition"]
+    header, *rows = download.text.splitlines()
+    assert header.split(",")[:4] == ["day", "model", "adapter_version_id", "requests"]
+    assert [row.split(",")[1:] for row in rows] == [
+        ["tiny-base", "", "2", "11", "5", "16", "0", "1"]
+    ]
+    assert all(r.status_code == 400 and "days must be a whole number" in r.text for r in refused)
+
+
 async def test_pages_without_a_session_lead_to_sign_in(browser_client) -> None:
     page = await browser_client.get("/console/keys", follow_redirects=False)
     assert page.status_code in (302, 303) and page.headers["location"] == "/login"
