@@ -101,28 +101,17 @@ class UserService(SQLAlchemyAsyncRepositoryService[User]):
                 f"a password has {MIN_PASSWORD} to {MAX_PASSWORD} characters", param="password"
             )
         user.password_hash = hash_password(password)
-        await self.update(user)
-        record(
-            self.repository.session,
-            actor,
-            "user.set_password",
-            user,
-            tenant_id=user.tenant_id,
-            email=user.email,
-        )
+        await self._save(user, actor, "user.set_password")
 
     async def end_sessions(self, user: User, actor: str) -> None:
         """End every console session of `user` (their password stays)."""
         user.session_epoch = (user.session_epoch or 0) + 1
+        await self._save(user, actor, "user.end_sessions")
+
+    async def _save(self, user: User, actor: str, action: str) -> None:
         await self.update(user)
-        record(
-            self.repository.session,
-            actor,
-            "user.end_sessions",
-            user,
-            tenant_id=user.tenant_id,
-            email=user.email,
-        )
+        session = self.repository.session
+        record(session, actor, action, user, tenant_id=user.tenant_id, email=user.email)
 
     async def of_tenant(self, tenant_id: UUID, user_id: UUID) -> User:
         """The tenant's user `user_id`; 404 for anyone else's."""

@@ -16,6 +16,16 @@ from tests.support.adapter_api import adapter_with_versions
 WRONG = "Wrong email or password."
 
 
+async def _record_usage(settings, tenant, *requests: tuple[str, int, int, dict]) -> None:
+    """Record (model, prompt tokens, completion tokens, flags) as the gateway records usage."""
+    config = sqlalchemy_config(settings)
+    recorder = UsageRecorder(SqlUsageWriter(config.create_session_maker()))
+    for model, prompt, completion, flags in requests:
+        recorder.record(UUID(tenant.id), None, model, prompt, completion, **flags)
+    await recorder.flush()
+    await config.get_engine().dispose()
+
+
 async def test_the_right_password_opens_the_console_and_a_wrong_one_or_email_reads_the_same(
     browser_client, make_tenant, make_user
 ) -> None:
@@ -38,12 +48,8 @@ async def test_the_overview_charts_todays_usage_against_the_daily_quota(
     browser_client, make_tenant, make_user, settings
 ) -> None:
     tenant = await make_tenant()
-    config = sqlalchemy_config(settings)
-    recorder = UsageRecorder(SqlUsageWriter(config.create_session_maker()))
-    for _ in range(2):  # as the gateway records two requests of 10 + 5 tokens
-        recorder.record(UUID(tenant.id), None, "tiny-base", 10, 5)
-    await recorder.flush()
-    await config.get_engine().dispose()
+    # as the gateway records two requests of 10 + 5 tokens
+    await _record_usage(settings, tenant, ("tiny-base", 10, 5, {}), ("tiny-base", 10, 5, {}))
     user = await make_user(tenant)
     await sign_in(browser_client, user.email, PASSWORD)
 
@@ -58,14 +64,8 @@ async def test_the_overview_splits_the_days_tokens_by_model_most_first(
     browser_client, make_tenant, make_user, settings
 ) -> None:
     tenant = await make_tenant()
-    config = sqlalchemy_config(settings)
-    recorder = UsageRecorder(SqlUsageWriter(config.create_session_maker()))
-    recorder.record(UUID(tenant.id), None, "tiny-base", 10, 5)
-    for _ in range(3):
-        recorder.record(UUID(tenant.id), None, "support@prod", 20, 10, error=False)
-    recorder.record(UUID(tenant.id), None, "support@prod", 5, 0, error=True)
-    await recorder.flush()
-    await config.get_engine().dispose()
+    served = [("support@prod", 20, 10, {})] * 3 + [("support@prod", 5, 0, {"error": True})]
+    await _record_usage(settings, tenant, ("tiny-base", 10, 5, {}), *served)
     await sign_in(browser_client, (await make_user(tenant)).email, PASSWORD)
 
     page = (await browser_client.get("/console/")).text
@@ -80,12 +80,9 @@ async def test_usage_downloads_as_csv_per_day_and_model_and_bad_days_are_refused
     browser_client, make_tenant, make_user, settings
 ) -> None:
     tenant = await make_tenant()
-    config = sqlalchemy_config(settings)
-    recorder = UsageRecorder(SqlUsageWriter(config.create_session_maker()))
-    recorder.record(UUID(tenant.id), None, "tiny-base", 10, 5)
-    recorder.record(UUID(tenant.id), None, "tiny-base", 1, 0, cut=True)
-    await recorder.flush()
-    await config.get_engine().dispose()
+    await _record_usage(
+        settings, tenant, ("tiny-base", 10, 5, {}), ("tiny-base", 1, 0, {"cut": True})
+    )
     await sign_in(browser_client, (await make_user(tenant)).email, PASSWORD)
 
     download = await browser_client.get("/console/usage.csv", params={"days": "7"})
