@@ -17,6 +17,7 @@ from loraplex.control.tenants.controller import limits_changed
 from loraplex.control.tenants.schemas import PlanIn
 from loraplex.control.tenants.service import PlanService
 from loraplex.db.models import Plan, Tenant, TenantStatus
+from loraplex.errors import Conflict
 from loraplex.web.forms import convert, number
 from loraplex.web.session import Viewer
 
@@ -35,14 +36,19 @@ class PlanPages(Controller):
     async def save_plan(
         self, form: FormMultiDict, operator: Viewer, db_session: AsyncSession
     ) -> Template:
-        """Create a plan or replace its description and limits (an empty field: no limit)."""
+        """Replace a plan's description and limits (an empty field: no limit), or create one
+        (`new=true`: a name already taken is refused, never overwritten)."""
         limits = {name: number(form, name) for name in QUOTA_FIELDS}
         fields = {
             "name": str(form.get("name", "")).strip(),
             "description": str(form.get("description", "")).strip(),
             "limits": {k: v for k, v in limits.items() if v is not None},
         }
-        plan = await PlanService(session=db_session).upsert(convert(fields, PlanIn), operator.actor)
+        data = convert(fields, PlanIn)
+        plans = PlanService(session=db_session)
+        if form.get("new") == "true" and await plans.exists(name=data.name):
+            raise Conflict(f"plan '{data.name}' already exists; edit it above", param="name")
+        plan = await plans.upsert(data, operator.actor)
         return await _plans(db_session, saved=f"Plan {plan.name} saved.")
 
 

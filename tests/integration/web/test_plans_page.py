@@ -53,8 +53,12 @@ async def test_a_bad_plan_form_is_refused_with_the_field_named(
     assert bad_name.status_code == 400 and "name" in bad_name.text
     assert negative.status_code == 400 and "max_rank" in negative.text
     assert unknown.status_code == 400 and "unknown plan &#39;no-such-plan&#39;" in unknown.text
+    taken = await post("/admin/plans/", name="pro", new="true", max_rank="1")
+    assert taken.status_code == 409 and "plan &#39;pro&#39; already exists" in taken.text
     plans = (await browser_client.get("/admin/plans/")).text
     assert 'data-plan="ok-plan"' not in plans
+    pro = (await tenant.api.get(f"/api/v1/tenants/{tenant.id}/quota")).json()["plan_limits"]
+    assert pro["max_rank"] == 64  # the pro plan was not overwritten
 
 
 async def test_tenant_admins_cannot_edit_plans(browser_client, make_tenant, make_user) -> None:
