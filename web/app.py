@@ -36,6 +36,7 @@ from loraplex.web.account import AccountController
 from loraplex.web.adapters import AdapterPages
 from loraplex.web.admin import AdminController
 from loraplex.web.console import ConsoleController
+from loraplex.web.engines import EnginePages
 from loraplex.web.finetunes import FineTuneController
 from loraplex.web.forms import provide_form
 from loraplex.web.login import LoginController
@@ -81,6 +82,7 @@ def web_router(settings: Settings) -> Router:
             FineTuneController,
             AdminController,
             PlanPages,
+            EnginePages,
         ],
         dependencies={
             "viewer": Provide(provide_viewer),

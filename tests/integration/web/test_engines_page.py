@@ -1,0 +1,81 @@
+"""Operators register and retire engines in the admin UI, as `/api/v1/engines` does."""
+
+from __future__ import annotations
+
+import secrets
+
+from tests.conftest import Api
+from tests.integration.web.conftest import PASSWORD, htmx, sign_in
+from tests.support.adapter_api import ensure_tiny_base
+
+NOWHERE = "http://127.0.0.1:9"  # nothing listens: the engine is registered, never in rotation
+
+
+async def test_an_operator_registers_an_engine_sees_it_and_removes_it(
+    browser_client, operator: Api, operator_user
+) -> None:
+    base = await ensure_tiny_base(operator)
+    await sign_in(browser_client, operator_user.email, operator_user.password)
+    name = f"ui-{secrets.token_hex(3)}"
+    form = {"name": name, "url": NOWHERE, "kind": "vllm", "base_model": base, "gpu_slots": "2"}
+
+    registered = await browser_client.post(
+        "/admin/engines/", data=form, headers=htmx(browser_client)
+    )
+
+    assert registered.status_code == 201 and f"Engine {name} registered" in registered.text
+    engines = (await operator.get("/api/v1/engines", params={"page_size": 100})).json()["items"]
+    engine = next(e for e in engines if e["name"] == name)
+    assert (engine["url"], engine["gpu_slots"], engine["host_slots"]) == (NOWHERE, 2, 32)
+    page = (await browser_client.get("/admin/engines/")).text
+    assert f'data-engine="{name}"' in page
+
+    removed = await browser_client.post(
+        f"/admin/engines/{engine['id']}/remove", headers=htmx(browser_client)
+    )
+    assert removed.status_code == 200 and f'data-engine="{name}"' not in removed.text
+    assert (await operator.get(f"/api/v1/engines/{engine['id']}")).status_code == 404
+
+
+async def test_a_bad_engine_form_is_refused_with_the_field_named(
+    browser_client, operator: Api, operator_user
+) -> None:
+    base = await ensure_tiny_base(operator)
+    await sign_in(browser_client, operator_user.email, operator_user.password)
+    good = {
+        "name": f"ui-{secrets.token_hex(3)}",
+        "url": NOWHERE,
+        "kind": "vllm",
+        "base_model": base,
+    }
+    post = lambda **changes: browser_client.post(  # noqa: E731
+        "/admin/engines/", data={**good, **changes}, headers=htmx(browser_client)
+    )
+
+    slots = await post(gpu_slots="8", host_slots="4")
+    kind = await post(kind="tgi")
+    url = await post(url="not a url")
+
+    assert slots.status_code == 400 and "host_slots" in slots.text
+    assert kind.status_code == 400 and "kind" in kind.text
+    assert url.status_code == 400 and "url" in url.text
+    assert (await post()).status_code == 201
+    taken = await post()
+    assert taken.status_code == 409 and "already registered" in taken.text
+    engines = (await operator.get("/api/v1/engines", params={"page_size": 100})).json()["items"]
+    assert [e["name"] for e in engines].count(good["name"]) == 1
+    await operator.delete(
+        f"/api/v1/engines/{next(e['id'] for e in engines if e['name'] == good['name'])}"
+    )
+
+
+async def test_tenant_admins_cannot_see_or_register_engines(
+    browser_client, make_tenant, make_user
+) -> None:
+    user = await make_user(await make_tenant())
+    await sign_in(browser_client, user.email, PASSWORD)
+    assert (await browser_client.get("/admin/engines/")).status_code == 403
+    refused = await browser_client.post(
+        "/admin/engines/", data={"name": "x", "url": NOWHERE}, headers=htmx(browser_client)
+    )
+    assert refused.status_code == 403

@@ -1,0 +1,95 @@
+"""Operators register, watch and retire inference engines in the admin UI.
+
+The same service as `/api/v1/engines`: a registered engine is probed by this replica's health
+poller at once and takes requests once it answers; other replicas pick it up from the
+database on their next sync.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import UUID
+
+from litestar import Controller, Request, get, post
+from litestar.datastructures import FormMultiDict
+from litestar.response import Template
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from loraplex.control.engines.controller import provide_registry
+from loraplex.control.engines.schemas import EngineCreate
+from loraplex.control.engines.service import EngineService
+from loraplex.db.models import BaseModel, EngineKind
+from loraplex.web.forms import convert, number
+from loraplex.web.session import Viewer
+
+FIELDS = ("name", "url", "kind", "base_model", "agent_url")
+SIZES = ("max_lora_rank", "gpu_slots", "host_slots")
+
+
+class EnginePages(Controller):
+    """`/admin/engines`."""
+
+    path = "/admin/engines"
+
+    @get("/", name="admin.engines")
+    async def engines_page(
+        self, request: Request[Any, Any, Any], operator: Viewer, db_session: AsyncSession
+    ) -> Template:
+        """Every engine with its health as this replica sees it, and a form for one more."""
+        return await _engines(request, db_session, page=True)
+
+    @post("/", status_code=201)
+    async def register(
+        self,
+        request: Request[Any, Any, Any],
+        form: FormMultiDict,
+        operator: Viewer,
+        db_session: AsyncSession,
+    ) -> Template:
+        """Register an engine; it is probed at once and routed to once it answers."""
+        fields: dict[str, Any] = {k: str(form.get(k, "")).strip() for k in FIELDS}
+        sizes = {k: number(form, k) for k in SIZES}
+        data = convert(
+            {**fields, **{k: v for k, v in sizes.items() if v is not None}}, EngineCreate
+        )
+        engine = await EngineService(session=db_session).register(
+            data, operator.actor, provide_registry(request)
+        )
+        saved = f"Engine {engine.name} registered; it takes requests once it answers."
+        return await _engines(request, db_session, saved=saved, status=201)
+
+    @post("/{engine_id:uuid}/remove", status_code=200)
+    async def remove(
+        self,
+        request: Request[Any, Any, Any],
+        engine_id: UUID,
+        operator: Viewer,
+        db_session: AsyncSession,
+    ) -> Template:
+        """Retire a registered engine; requests in flight on it end with an error event."""
+        await EngineService(session=db_session).deregister(
+            engine_id, operator.actor, provide_registry(request)
+        )
+        return await _engines(request, db_session, saved="Engine removed.")
+
+
+async def _engines(
+    request: Request[Any, Any, Any],
+    session: AsyncSession,
+    *,
+    page: bool = False,
+    saved: str = "",
+    status: int = 200,
+) -> Template:
+    engines = await EngineService(session=session).list_engines(provide_registry(request))
+    context = {
+        "engines": engines,
+        "kinds": [kind.value for kind in EngineKind],
+        "base_models": (
+            await session.scalars(select(BaseModel.name).order_by(BaseModel.name))
+        ).all(),
+        "saved": saved,
+    }
+    name = "admin/engines.html" if page else "admin/_engines.html"
+    return Template(name, context=context, status_code=status)
