@@ -16,7 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from loraplex.control.users.service import UserService, verify_password
 from loraplex.db.models import User
 from loraplex.errors import InvalidInput, TooManyRequests
-from loraplex.web.session import SignInThrottle, Viewer, start_session
+from loraplex.web.session import SignInRequired, SignInThrottle, Viewer, start_session
 
 
 class AccountController(Controller):
@@ -41,11 +41,10 @@ class AccountController(Controller):
         carry on in a fresh session; sessions elsewhere end."""
         current, new = str(form.get("current", "")), str(form.get("new", ""))
         throttle: SignInThrottle = request.app.state.sign_in_throttle
-        address = request.client.host if request.client else "unknown"
-        if not await throttle.allow(viewer.email, address):
+        if not await throttle.allow_request(request, viewer.email):
             raise TooManyRequests("too many password attempts; wait a minute and try again")
-        user = await db_session.get(User, viewer.user_id)
-        if user is None or not verify_password(user.password_hash or "", current):
+        user = await _me(db_session, viewer)
+        if not verify_password(user.password_hash or "", current):
             raise InvalidInput("the current password is wrong", param="current")
         if new != str(form.get("confirm", "")):
             raise InvalidInput("the new password and its confirmation differ", param="confirm")
@@ -61,9 +60,16 @@ class AccountController(Controller):
         self, request: Request[Any, Any, Any], viewer: Viewer, db_session: AsyncSession
     ) -> Template:
         """Sign out everywhere else (a lost laptop, a shared computer); this session goes on."""
-        user = await db_session.get(User, viewer.user_id)
-        if user is None:
-            raise InvalidInput("no such user")
+        user = await _me(db_session, viewer)
         await UserService(session=db_session).end_sessions(user, viewer.actor)
         start_session(request, user)
         return Template("_sessions_form.html", context={"ended": True})
+
+
+async def _me(session: AsyncSession, viewer: Viewer) -> User:
+    """The signed-in user's row (`provide_viewer` loaded it already: the session's identity map
+    answers without a query)."""
+    user = await session.get(User, viewer.user_id)
+    if user is None:  # deleted between the two lookups of this request
+        raise SignInRequired("sign in to use the console")
+    return user

@@ -14,7 +14,6 @@ from litestar import Controller, Request, Response, get, post
 from litestar.datastructures import FormMultiDict
 from litestar.di import Provide
 from litestar.response import Stream, Template
-from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from loraplex.adapters.store import ObjectStore
@@ -24,7 +23,7 @@ from loraplex.control.adapters.controller import stream_version_file
 from loraplex.control.adapters.schemas import AdapterCreate, AliasSet, CanarySet
 from loraplex.control.adapters.service import AdapterService
 from loraplex.control.adapters.versions import VersionService
-from loraplex.db.models import Adapter, BaseModel
+from loraplex.db.models import Adapter
 from loraplex.settings import Settings
 from loraplex.web import reads
 from loraplex.web.console import provide_tenant_id
@@ -55,7 +54,7 @@ class AdapterPages(Controller):
     async def adapters_page(self, tenant_id: UUID, db_session: AsyncSession) -> Template:
         """Adapters with their versions and aliases."""
         cards = await reads.adapter_cards(db_session, tenant_id)
-        bases = (await db_session.scalars(select(BaseModel.name).order_by(BaseModel.name))).all()
+        bases = await reads.base_model_names(db_session)
         return Template("console/adapters.html", context={"cards": cards, "base_models": bases})
 
     @post("/adapters", status_code=201)

@@ -8,14 +8,13 @@ from uuid import UUID
 from litestar import Controller, Request, get, post
 from litestar.datastructures import FormMultiDict
 from litestar.response import Template
-from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from loraplex.control.quotas import QUOTA_FIELDS
 from loraplex.control.tenants.controller import access_changed, limits_changed
 from loraplex.control.tenants.schemas import TenantUpdate
 from loraplex.control.tenants.service import TenantService
-from loraplex.db.models import Plan, TenantStatus
+from loraplex.db.models import TenantStatus
 from loraplex.errors import InvalidInput
 from loraplex.finetune.ids import JOB, public
 from loraplex.serving.live import LivePlacement
@@ -121,7 +120,7 @@ async def _tenant(session: AsyncSession, tenant_id: UUID, saved: str = "") -> Te
         "tenant": await tenants.visible(tenant_id),
         "quota": await tenants.quota(tenant_id),
         "fields": QUOTA_FIELDS,
-        "plans": (await session.scalars(select(Plan.name).order_by(Plan.name))).all(),
+        "plans": [plan.name for plan, _ in await reads.plans_with_tenants(session)],
         "saved": saved,
     }
     return Template("admin/tenant.html", context=context)

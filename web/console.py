@@ -14,14 +14,13 @@ from litestar import Controller, Request, Response, get, post
 from litestar.datastructures import FormMultiDict
 from litestar.di import Provide
 from litestar.response import Template
-from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from loraplex.auth.principal import Scope
 from loraplex.control.keys.schemas import KeyCreate
 from loraplex.control.keys.service import ApiKeyService
 from loraplex.control.users.service import UserCreate, UserService
-from loraplex.db.models import User, UserRole
+from loraplex.db.models import UserRole
 from loraplex.errors import Forbidden, InvalidInput
 from loraplex.gateway.controller import model_ids, run_inference
 from loraplex.web import reads
@@ -202,9 +201,7 @@ async def _users(
     status: int = 200,
     saved: str = "",
 ) -> Template:
-    users = (
-        await session.scalars(select(User).where(User.tenant_id == tenant_id).order_by(User.email))
-    ).all()
+    users = await reads.users(session, tenant_id)
     roles = [UserRole.TENANT_ADMIN, UserRole.TENANT_MEMBER]
     name = "console/users.html" if page else "console/_users.html"
     context = {"users": users, "roles": roles, "saved": saved}

@@ -13,13 +13,13 @@ from uuid import UUID
 from litestar import Controller, Request, get, post
 from litestar.datastructures import FormMultiDict
 from litestar.response import Template
-from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from loraplex.control.engines.controller import provide_registry
 from loraplex.control.engines.schemas import EngineCreate
 from loraplex.control.engines.service import EngineService
-from loraplex.db.models import BaseModel, EngineKind
+from loraplex.db.models import EngineKind
+from loraplex.web import reads
 from loraplex.web.forms import convert, number
 from loraplex.web.session import Viewer
 
@@ -86,9 +86,7 @@ async def _engines(
     context = {
         "engines": engines,
         "kinds": [kind.value for kind in EngineKind],
-        "base_models": (
-            await session.scalars(select(BaseModel.name).order_by(BaseModel.name))
-        ).all(),
+        "base_models": await reads.base_model_names(session),
         "saved": saved,
     }
     name = "admin/engines.html" if page else "admin/_engines.html"

@@ -14,18 +14,18 @@ from litestar import Controller, Request, Response, get, post
 from litestar.datastructures import FormMultiDict
 from litestar.di import Provide
 from litestar.response import Template
-from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from loraplex.adapters.store import ObjectStore
 from loraplex.api.multipart import save_multipart, upload_workdir
-from loraplex.db.models import BaseModel, FineTuneEvent, FineTuneJob
+from loraplex.db.models import FineTuneEvent, FineTuneJob
 from loraplex.errors import InvalidInput
 from loraplex.finetune.files import PURPOSE, FileService
 from loraplex.finetune.ids import FILE, JOB, public
 from loraplex.finetune.jobs import ACTIVE, JobService
 from loraplex.finetune.schemas import JobCreate
 from loraplex.settings import Settings
+from loraplex.web import reads
 from loraplex.web.charts import LineChart, line_chart
 from loraplex.web.console import provide_tenant_id
 from loraplex.web.forms import convert, number
@@ -69,7 +69,7 @@ class FineTuneController(Controller):
         """Jobs (newest first), files, and the form for a new job."""
         jobs = await JobService(db_session).list(tenant_id, 50, None)
         files = await FileService(db_session, store).list(tenant_id)
-        models = (await db_session.scalars(select(BaseModel.name).order_by(BaseModel.name))).all()
+        models = await reads.base_model_names(db_session)
         context = {
             "jobs": [(public(JOB, j.id), j) for j in jobs],
             "files": [(public(FILE, f.id), f) for f in files],

@@ -30,8 +30,7 @@ class LoginController(Controller):
         form = await request.form()
         email, password = str(form.get("email", "")), str(form.get("password", ""))
         throttle: SignInThrottle = request.app.state.sign_in_throttle
-        address = request.client.host if request.client else "unknown"
-        if not await throttle.allow(email, address):
+        if not await throttle.allow_request(request, email):
             return _form(email, "Too many sign-in attempts. Wait a minute and try again.", 429)
         user = await sign_in(db_session, email, password)
         if user is None:

@@ -9,15 +9,14 @@ from __future__ import annotations
 from litestar import Controller, get, post
 from litestar.datastructures import FormMultiDict
 from litestar.response import Template
-from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from loraplex.control.quotas import QUOTA_FIELDS
 from loraplex.control.tenants.controller import limits_changed
 from loraplex.control.tenants.schemas import PlanIn
 from loraplex.control.tenants.service import PlanService
-from loraplex.db.models import Plan, Tenant, TenantStatus
 from loraplex.errors import Conflict
+from loraplex.web import reads
 from loraplex.web.forms import convert, number
 from loraplex.web.session import Viewer
 
@@ -53,17 +52,7 @@ class PlanPages(Controller):
 
 
 async def _plans(session: AsyncSession, *, page: bool = False, saved: str = "") -> Template:
-    tenants_on = (
-        select(Tenant.plan_id, func.count(Tenant.id).label("tenants"))
-        .where(Tenant.status != TenantStatus.DELETED)
-        .group_by(Tenant.plan_id)
-        .subquery()
-    )
-    rows = await session.execute(
-        select(Plan, func.coalesce(tenants_on.c.tenants, 0))
-        .outerjoin(tenants_on, tenants_on.c.plan_id == Plan.id)
-        .order_by(Plan.name)
-    )
-    context = {"plans": rows.all(), "fields": QUOTA_FIELDS, "saved": saved}
+    plans = await reads.plans_with_tenants(session)
+    context = {"plans": plans, "fields": QUOTA_FIELDS, "saved": saved}
     name = "admin/plans.html" if page else "admin/_plans.html"
     return Template(name, context=context)

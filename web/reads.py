@@ -31,14 +31,47 @@ from loraplex.db.models import (
     AdapterVersion,
     ApiKey,
     AuditEntry,
+    BaseModel,
     FineTuneJob,
+    Plan,
     Tenant,
+    TenantStatus,
+    User,
     VersionStatus,
 )
 from loraplex.web.charts import BarChart, Meter, bar_chart
 
 HOURS = 24  # the tenant overview's chart
 MINUTES = 60  # the admin dashboard's chart
+
+
+async def users(session: AsyncSession, tenant_id: UUID) -> list[User]:
+    """Who can sign in to the tenant's console, by email."""
+    rows = await session.scalars(
+        select(User).where(User.tenant_id == tenant_id).order_by(User.email)
+    )
+    return list(rows.all())
+
+
+async def base_model_names(session: AsyncSession) -> list[str]:
+    """Every base model's name, for the pickers of the adapter, fine-tune and engine forms."""
+    return list((await session.scalars(select(BaseModel.name).order_by(BaseModel.name))).all())
+
+
+async def plans_with_tenants(session: AsyncSession) -> list[tuple[Plan, int]]:
+    """Every plan by name, with how many tenants (not deleted) are on it (operators)."""
+    tenants_on = (
+        select(Tenant.plan_id, func.count(Tenant.id).label("tenants"))
+        .where(Tenant.status != TenantStatus.DELETED)
+        .group_by(Tenant.plan_id)
+        .subquery()
+    )
+    rows = await session.execute(
+        select(Plan, func.coalesce(tenants_on.c.tenants, 0))
+        .outerjoin(tenants_on, tenants_on.c.plan_id == Plan.id)
+        .order_by(Plan.name)
+    )
+    return [(plan, int(count)) for plan, count in rows.all()]
 
 
 @dataclass(frozen=True)

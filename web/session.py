@@ -194,6 +194,10 @@ class SignInThrottle:
         self._per_email = RateLimitItemPerMinute(per_minute)
         self._per_address = RateLimitItemPerMinute(10 * per_minute)
 
+    async def allow_request(self, request: Request[Any, Any, Any], email: str) -> bool:
+        """Count one password attempt for `email` from the request's client address."""
+        return await self.allow(email, request.client.host if request.client else "unknown")
+
     async def allow(self, email: str, address: str) -> bool:
         """Count one attempt; False when either the email or the address is over the limit."""
         by_email = await self._limiter.hit(self._per_email, "email", email.strip().lower())

@@ -14,6 +14,14 @@ def _session_cookies(client: Any) -> dict[str, str]:
     return {name: value for name, value in client.cookies.items()}
 
 
+async def _signed_in_twice(client: Any, email: str) -> dict[str, str]:
+    """Sign in on "a laptop", then again here; the laptop session's cookies."""
+    await sign_in(client, email, PASSWORD)
+    laptop = _session_cookies(client)
+    await sign_in(client, email, PASSWORD)
+    return laptop
+
+
 async def _is_signed_in(client: Any, cookies: dict[str, str]) -> bool:
     client.cookies.clear()
     client.cookies.update(cookies)
@@ -25,9 +33,7 @@ async def test_changing_your_password_keeps_this_session_and_ends_the_others(
     browser_client, make_tenant, make_user
 ) -> None:
     user = await make_user(await make_tenant())
-    await sign_in(browser_client, user.email, PASSWORD)
-    laptop = _session_cookies(browser_client)
-    await sign_in(browser_client, user.email, PASSWORD)
+    laptop = await _signed_in_twice(browser_client, user.email)
     assert "Change your password" in (await browser_client.get("/account/")).text
 
     changed = await browser_client.post(
@@ -115,9 +121,7 @@ async def test_signing_out_everywhere_else_keeps_only_this_session(
     browser_client, make_tenant, make_user
 ) -> None:
     user = await make_user(await make_tenant())
-    await sign_in(browser_client, user.email, PASSWORD)
-    laptop = _session_cookies(browser_client)
-    await sign_in(browser_client, user.email, PASSWORD)
+    laptop = await _signed_in_twice(browser_client, user.email)
 
     ended = await browser_client.post("/account/sessions/end", headers=htmx(browser_client))
 
