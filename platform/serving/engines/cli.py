@@ -1,4 +1,4 @@
-"""`loraplex engine start|stop|status`: the development vLLM CPU engine."""
+"""`loraplex engine start|stop|status`: a development engine, SGLang (default) or vLLM."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from loraplex.serving.engines.launcher import (
+    RECIPES,
     EngineConfig,
     EngineStartError,
     is_healthy,
@@ -37,10 +38,18 @@ _state_dir_option = click.option(
 
 @click.group("engine")
 def engine() -> None:
-    """Run the development inference engine (vLLM on CPU, LoRA enabled)."""
+    """Run a development inference engine with LoRA enabled (SGLang by default, or vLLM)."""
 
 
 @engine.command("start")
+@click.option(
+    "--kind",
+    type=click.Choice(sorted(RECIPES)),
+    default=_DEFAULTS.kind,
+    show_default=True,
+    help="sglang: the production engine (on CPU with Loraplex's kernel stand-in); "
+    "vllm: vLLM's CPU build.",
+)
 @click.option(
     "--model",
     "model_dir",
@@ -56,14 +65,15 @@ def engine() -> None:
     type=int,
     default=_DEFAULTS.max_loras,
     show_default=True,
-    help="Adapters active in one batch (vLLM --max-loras).",
+    help="Adapters active in one batch, the GPU slots (vLLM --max-loras, SGLang "
+    "--max-loras-per-batch, where base-model requests take one of them).",
 )
 @click.option(
     "--max-cpu-loras",
     type=int,
     default=_DEFAULTS.max_cpu_loras,
     show_default=True,
-    help="Adapters held in host memory (vLLM --max-cpu-loras).",
+    help="Adapters held in host memory (vLLM --max-cpu-loras, SGLang --max-loaded-loras).",
 )
 @click.option(
     "--scheduler-nice",
@@ -75,6 +85,7 @@ def engine() -> None:
 )
 @_state_dir_option
 def start(
+    kind: str,
     model_dir: Path,
     port: int,
     max_lora_rank: int,
@@ -86,6 +97,7 @@ def start(
     """Install (first time) and start the engine, or reuse the healthy one; print its URL."""
     config = _config(
         state_dir,
+        kind=kind,
         model_dir=model_dir,
         port=port,
         max_lora_rank=max_lora_rank,
@@ -98,7 +110,7 @@ def start(
     except EngineStartError as exc:
         raise click.ClickException(str(exc)) from exc
     how = "reused" if info.reused else f"started in {info.startup_s:.1f}s"
-    click.echo(f"engine {how}: serving {info.served_model}", err=True)
+    click.echo(f"{info.kind} engine {how}: serving {info.served_model}", err=True)
     click.echo(info.url)
 
 
@@ -120,4 +132,7 @@ def status(state_dir: Path) -> None:
         click.echo("engine: not running")
         raise SystemExit(1)
     health = "healthy" if is_healthy(info.url) else "not answering"
-    click.echo(f"engine: running, pid {pid}, {info.url}, {health}, serving {info.served_model}")
+    click.echo(
+        f"engine: {info.kind}, running, pid {pid}, {info.url}, {health}, "
+        f"serving {info.served_model}"
+    )

