@@ -22,6 +22,7 @@ from loraplex.db.models import Engine, EngineStatus
 from loraplex.serving.health import HealthRule, HealthTracker, HeartbeatSchedule, Transition
 
 if TYPE_CHECKING:
+    from loraplex.serving.engines import EngineLoad
     from loraplex.serving.registry import EngineHandle
 
 log = logging.getLogger("loraplex.serving.poller")
@@ -87,11 +88,20 @@ class HealthPoller:
                     return False, health.detail or "engine reports not ready"
                 before = set(handle.loaded)
                 self._refresh_loaded(handle, await handle.driver.list_loaded(), before)
+                handle.engine_load = await self._queue_depth(handle)
         except TimeoutError:
             return False, f"no answer within {self.probe_timeout_s:g} s"
         except Exception as exc:  # a probe must never kill the poller
             return False, f"{type(exc).__name__}: {exc}"
         return True, ""
+
+    @staticmethod
+    async def _queue_depth(handle: EngineHandle) -> EngineLoad | None:
+        """The engine's own running/queued gauges; None when it serves no metrics."""
+        try:
+            return await handle.driver.queue_depth()
+        except Exception:  # metrics are informative: an engine without them is still up
+            return None
 
     @staticmethod
     def _refresh_loaded(handle: EngineHandle, reported: set[str], before: set[str]) -> None:

@@ -22,7 +22,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from loraplex.db.models import BaseModel, Engine
-from loraplex.serving.engines import EngineDriver, make_driver
+from loraplex.serving.engines import EngineDriver, EngineLoad, make_driver
 from loraplex.serving.health import HealthRule
 from loraplex.serving.poller import HealthPoller, SessionFactory
 from loraplex.settings import EngineEndpoint, Settings
@@ -59,10 +59,20 @@ class EngineHandle:
     in_flight: int = 0  # requests the gateway has sent and not finished
     loaded: set[str] = field(default_factory=set)  # engine-side adapter names
     last_error: str = ""
+    # What the engine itself last reported running and queued (its /metrics), or None.
+    engine_load: EngineLoad | None = None
     source: EngineSource = EngineSource.DATABASE
     agent_url: str = ""
     # Engine-side name -> the load in progress, so concurrent requests share one load.
     loading: dict[str, asyncio.Task[Any]] = field(default_factory=dict, repr=False)
+
+    @property
+    def adapter_slots(self) -> int:
+        """GPU slots adapters can count on: on SGLang a base-model request in the batch
+        takes one of `--max-loras-per-batch`, so one is kept for it."""
+        if getattr(self.driver, "base_takes_a_slot", False) and self.gpu_slots > 1:
+            return self.gpu_slots - 1
+        return self.gpu_slots
 
     @property
     def persisted(self) -> bool:

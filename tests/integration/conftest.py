@@ -1,14 +1,23 @@
-"""Integration fixtures: one engine, one API process and trained adapters per test session.
+"""Integration fixtures: the engines, one API process and trained adapters per test session.
 
 The API runs as a real uvicorn process (so streaming, slow readers and disconnects behave
 as in production); the tests drive it with the official `openai` SDK and raw sockets.
+
+`served` is the production shape: base model `loraplex-tiny` served by two SGLang engines
+of different rank classes (64 and 16), so placement sends each adapter to the smallest
+class that fits. `served.on("vllm")` is the same tenant and adapters on a vLLM engine,
+under base model `loraplex-tiny-vllm`; it is registered the first time a test asks.
+Tests of engine behaviour take `served_each`, which runs them once on each kind.
 """
 
 from __future__ import annotations
 
+import json
 import secrets
-from collections.abc import Iterator
-from dataclasses import dataclass, replace
+import time
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import httpx
@@ -19,23 +28,47 @@ from loraplex.bench.server import api_process
 from loraplex.settings import Settings
 from tests.conftest import Api
 from tests.support.adapter_api import upload_files
-from tests.support.engine import RunningEngine, vllm_engine  # noqa: F401 - fixture
+from tests.support.engine import (  # noqa: F401 - fixtures
+    KINDS,
+    RunningEngine,
+    engine_config,
+    engine_of,
+    running_engine,
+    sglang_engine,
+    vllm_engine,
+)
 
 BASE = "loraplex-tiny"
 RANKS = (8, 16, 64)
+FILES = ("adapter_config.json", "adapter_model.safetensors")
+BASE_OF_KIND = {"sglang": BASE, "vllm": f"{BASE}-vllm"}
 
 
 @dataclass(frozen=True)
 class Served:
-    """What the gateway tests share: the API URL, a tenant, and its trained adapters."""
+    """What the gateway tests share: the API, a tenant, its adapters, and the engines."""
 
     url: str
     pid: int
     tenant_id: str
     key: str
     operator_key: str
-    engine: RunningEngine
+    engine: RunningEngine  # the largest rank class: its model dir is every engine's
     adapters: dict[int, tuple[str, Path]]  # rank -> (adapter name, local folder)
+    base: str = BASE
+    engines: tuple[RunningEngine, ...] = ()
+    engine_ids: dict[str, str] = field(default_factory=dict)  # engine url -> API engine id
+    kinds: Callable[[str], Served] | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def kind(self) -> str:
+        """The engine kind this view serves through."""
+        return self.engine.kind
+
+    def on(self, kind: str) -> Served:
+        """The same API and tenant, with base model and adapters served by `kind`."""
+        assert self.kinds is not None
+        return self.kinds(kind)
 
     def headers(self) -> dict[str, str]:
         """Authorization for the tenant's key."""
@@ -44,15 +77,6 @@ class Served:
     def operator(self) -> dict[str, str]:
         """Authorization for the operator key."""
         return {"Authorization": f"Bearer {self.operator_key}"}
-
-
-def _train(engine: RunningEngine, root: Path) -> dict[int, Path]:
-    from loraplex.dev.make_adapter import make_adapter
-
-    return {
-        rank: make_adapter(engine.model_dir, root / f"r{rank}", rank=rank, seed=rank)
-        for rank in RANKS
-    }
 
 
 @pytest.fixture(scope="session")
@@ -74,78 +98,145 @@ def gateway_settings(settings: Settings) -> Settings:
     )
 
 
-@pytest.fixture(scope="session")
-def served(
-    vllm_engine: RunningEngine,
-    gateway_settings: Settings,
-    operator_key: str,
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[Served]:
-    """Register the engine's model and the engine, start the API, upload trained adapters."""
-    folders = _train(vllm_engine, tmp_path_factory.mktemp("adapters"))
-    with api_process(gateway_settings.to_env()) as (url, pid):
-        ops = {"Authorization": f"Bearer {operator_key}"}
-        facts = {
-            **facts_to_json(read_base_model_facts(vllm_engine.model_dir, BASE)),
-            "name": BASE,
-            "source": str(vllm_engine.model_dir),
-        }
-        assert httpx.post(f"{url}/api/v1/base-models", json=facts, headers=ops).status_code in (
-            201,
-            409,
-        )
-        engine = {
-            "name": f"cpu-{secrets.token_hex(3)}",
-            "url": vllm_engine.url,
-            "kind": "vllm",
-            "base_model": BASE,
-            "max_lora_rank": 64,
-            "gpu_slots": 4,
-            "host_slots": 8,
-        }
-        assert httpx.post(f"{url}/api/v1/engines", json=engine, headers=ops).status_code == 201
+class Platform:
+    """The session's API process, tenant and trained adapters; one view per engine kind."""
+
+    def __init__(self, url: str, pid: int, operator_key: str, root: Path, stack: ExitStack):
+        self.url, self.pid, self.operator_key, self.root = url, pid, operator_key, root
+        self.stack = stack
+        self.ops = {"Authorization": f"Bearer {operator_key}"}
+        self.views: dict[str, Served] = {}
         slug = f"gw-{secrets.token_hex(3)}"
-        tenant = httpx.post(
-            f"{url}/api/v1/tenants", json={"slug": slug, "name": slug, "plan": "pro"}, headers=ops
-        ).json()
-        key = httpx.post(
-            f"{url}/api/v1/tenants/{tenant['id']}/api-keys",
-            json={"name": "gw", "scopes": ["admin", "inference", "fine-tune"]},
-            headers=ops,
-        ).json()["key"]
+        tenant = self._post("/api/v1/tenants", {"slug": slug, "name": slug, "plan": "pro"})
+        self.tenant_id = tenant["id"]
+        self.key = self._post(
+            f"/api/v1/tenants/{self.tenant_id}/api-keys",
+            {"name": "gw", "scopes": ["admin", "inference", "fine-tune"]},
+        )["key"]
+
+    def _post(self, path: str, body: dict) -> dict:
+        response = httpx.post(f"{self.url}{path}", json=body, headers=self.ops, timeout=60)
+        assert response.status_code in (200, 201), response.text
+        return response.json()
+
+    def view(self, kind: str, engines: Callable[[], list[RunningEngine]]) -> Served:
+        """The view for `kind`, registering its base model, engines and adapters once."""
+        if kind not in self.views:
+            self.views[kind] = self._register(kind, engines())
+        return self.views[kind]
+
+    def register_base(self, name: str, model_dir: Path) -> None:
+        """Register the generated model under `name` (already registered is fine)."""
+        facts = {
+            **facts_to_json(read_base_model_facts(model_dir, name)),
+            "name": name,
+            "source": str(model_dir),
+        }
+        response = httpx.post(f"{self.url}/api/v1/base-models", json=facts, headers=self.ops)
+        assert response.status_code in (201, 409), response.text
+
+    def register_engine(self, engine: RunningEngine, base: str, prefix: str = "cpu") -> str:
+        """Register a running engine for `base`; returns its API id."""
+        return self._post(
+            "/api/v1/engines",
+            {
+                "name": f"{prefix}-{engine.kind}-r{engine.max_lora_rank}-{secrets.token_hex(2)}",
+                "url": engine.url,
+                "kind": engine.kind,
+                "base_model": base,
+                "max_lora_rank": engine.max_lora_rank,
+                "gpu_slots": engine.gpu_slots,
+                "host_slots": engine.host_slots,
+            },
+        )["id"]
+
+    def _register(self, kind: str, engines: list[RunningEngine]) -> Served:
+        base, first = BASE_OF_KIND[kind], engines[0]
+        self.register_base(base, first.model_dir)
+        ids = {engine.url: self.register_engine(engine, base) for engine in engines}
+        adapters = self._upload_trained(first.model_dir, base, kind)
+        wait_in_rotation(self.url, self.ops, list(ids.values()))
+        return Served(
+            self.url, self.pid, self.tenant_id, self.key, self.operator_key, first,
+            adapters, base, tuple(engines), ids, self.get,
+        )  # fmt: skip
+
+    def _upload_trained(self, model_dir: Path, base: str, kind: str) -> dict[int, tuple]:
+        from loraplex.dev.make_adapter import make_adapter
+
         adapters = {}
-        with httpx.Client(
-            base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=60
-        ) as http:
-            for rank, folder in folders.items():
-                name = f"bot-r{rank}"
-                http.post(
-                    f"/api/v1/tenants/{tenant['id']}/adapters",
-                    json={"name": name, "base_model": BASE},
-                )
-                files = [
-                    ("file", (n, (folder / n).read_bytes()))
-                    for n in ("adapter_config.json", "adapter_model.safetensors")
-                ]
-                response = http.post(
-                    f"/api/v1/tenants/{tenant['id']}/adapters/{name}/versions", files=files
-                )
+        tenant = f"/api/v1/tenants/{self.tenant_id}/adapters"
+        headers = {"Authorization": f"Bearer {self.key}"}
+        with httpx.Client(base_url=self.url, headers=headers, timeout=60) as http:
+            for rank in RANKS:
+                folder = self.root / f"{kind}-r{rank}"
+                if not folder.exists():
+                    make_adapter(model_dir, folder, rank=rank, seed=rank)
+                    declare_base(folder / "adapter_config.json", base)
+                name = "bot" if kind == "sglang" else f"bot-{kind}"
+                name = f"{name}-r{rank}"
+                http.post(tenant, json={"name": name, "base_model": base})
+                files = [("file", (n, (folder / n).read_bytes())) for n in FILES]
+                response = http.post(f"{tenant}/{name}/versions", files=files)
                 assert response.status_code == 201, response.text
                 adapters[rank] = (name, folder)
-        _wait_in_rotation(url, ops)
-        yield Served(url, pid, tenant["id"], key, operator_key, vllm_engine, adapters)
+        return adapters
+
+    def get(self, kind: str) -> Served:
+        """The view for `kind`, starting its engines on first use."""
+        if kind == "sglang":
+            return self.view(kind, self._sglang_engines)
+        return self.view(kind, lambda: [self._engine("vllm")])
+
+    def _sglang_engines(self) -> list[RunningEngine]:
+        return [self._engine("sglang"), self._engine("sglang-r16")]
+
+    def _engine(self, role: str) -> RunningEngine:
+        return self.stack.enter_context(running_engine(engine_config(role), role))
 
 
-def _wait_in_rotation(url: str, ops: dict[str, str]) -> None:
-    import time
+def declare_base(config_file: Path, base: str) -> None:
+    """Same weights, registered under another name: the adapter must say that name."""
+    config = json.loads(config_file.read_text())
+    config["base_model_name_or_path"] = base
+    config_file.write_text(json.dumps(config))
 
-    for _ in range(120):
-        engines = httpx.get(f"{url}/api/v1/engines", headers=ops).json()
-        items = engines["items"] if isinstance(engines, dict) else engines
-        if any((e.get("live") or {}).get("in_rotation") for e in items):
+
+def wait_in_rotation(url: str, ops: dict[str, str], engine_ids: list[str]) -> None:
+    """Block until every engine in `engine_ids` is in the API's rotation."""
+    waiting = set(engine_ids)
+    for _ in range(240):
+        for engine_id in list(waiting):
+            live = httpx.get(f"{url}/api/v1/engines/{engine_id}", headers=ops).json().get("live")
+            if live and live.get("in_rotation"):
+                waiting.discard(engine_id)
+        if not waiting:
             return
         time.sleep(0.5)
-    raise AssertionError(f"engine never came into rotation: {engines}")
+    raise AssertionError(f"engines never came into rotation: {sorted(waiting)}")
+
+
+@pytest.fixture(scope="session")
+def platform(
+    gateway_settings: Settings, operator_key: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Platform]:
+    """The API process with a tenant; engines join when a view is first asked for."""
+    with ExitStack() as stack:
+        # Engines are entered on this stack after the API, so they stop before it does.
+        url, pid = stack.enter_context(api_process(gateway_settings.to_env()))
+        yield Platform(url, pid, operator_key, tmp_path_factory.mktemp("adapters"), stack)
+
+
+@pytest.fixture(scope="session")
+def served(platform: Platform) -> Served:
+    """The platform served by SGLang, the production engine (two rank classes)."""
+    return platform.get("sglang")
+
+
+@pytest.fixture(params=KINDS)
+def served_each(request: pytest.FixtureRequest, platform: Platform) -> Served:
+    """The platform served by each engine kind in turn, for tests of engine behaviour."""
+    return platform.get(request.param)
 
 
 __all__ = ["Api", "Served", "upload_files"]

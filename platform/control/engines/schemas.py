@@ -37,6 +37,9 @@ class EngineLiveOut(Output):
     in_flight: int
     loaded_adapters: int
     last_error: str
+    # The engine's own gauges at the last probe (null when it serves no metrics).
+    engine_running: float | None = None
+    engine_waiting: float | None = None
 
 
 class EngineOut(Output):

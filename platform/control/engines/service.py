@@ -170,6 +170,8 @@ def _live(handle: EngineHandle | None) -> EngineLiveOut | None:
         in_flight=handle.in_flight,
         loaded_adapters=len(handle.loaded),
         last_error=handle.last_error,
+        engine_running=handle.engine_load.running if handle.engine_load else None,
+        engine_waiting=handle.engine_load.waiting if handle.engine_load else None,
     )
 
 

@@ -25,7 +25,9 @@ from loraplex.serving.engines.protocol import (
     ABORTED,
     EngineDied,
     EngineError,
+    EngineGauges,
     EngineHealth,
+    EngineLoad,
     EngineRejected,
     EngineUnavailable,
     GenerateChunk,
@@ -105,6 +107,7 @@ class HttpDriver:
 
     kind = ""
     health_path = "/health"
+    gauges = EngineGauges(running="", waiting="")  # each driver names its engine's gauges
 
     def __init__(
         self,
@@ -176,6 +179,12 @@ class HttpDriver:
         response = await self._call("GET", "/metrics", limit_s=self.timeouts.probe)
         self._raise_for_error(response)
         return sum_samples(response.text)
+
+    async def queue_depth(self) -> EngineLoad:
+        """Requests running and waiting on the engine, from its own metrics."""
+        samples = await self.metrics()
+        running, waiting = self.gauges.running, self.gauges.waiting
+        return EngineLoad(samples.get(running, 0.0), samples.get(waiting, 0.0))
 
     async def _call(
         self, method: str, path: str, body: Any = None, *, limit_s: float | None = None

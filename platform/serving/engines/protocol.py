@@ -68,6 +68,20 @@ class EngineHealth(msgspec.Struct, frozen=True):
     detail: str = ""
 
 
+class EngineGauges(msgspec.Struct, frozen=True):
+    """The names of an engine's Prometheus gauges for requests running and queued."""
+
+    running: str
+    waiting: str
+
+
+class EngineLoad(msgspec.Struct, frozen=True):
+    """Requests an engine reports running and waiting in its own queue, at one probe."""
+
+    running: float
+    waiting: float
+
+
 #: The finish reason a driver reports when the stream ended because of `abort(rid)`.
 ABORTED = "abort"
 
@@ -149,6 +163,10 @@ class EngineDriver(Protocol):
 
     async def metrics(self) -> dict[str, float]:
         """The engine's Prometheus samples, summed over labels, by metric name."""
+        ...
+
+    async def queue_depth(self) -> EngineLoad:
+        """Requests running and waiting on the engine, from its own metrics."""
         ...
 
     async def aclose(self) -> None:

@@ -33,6 +33,7 @@ from loraplex.serving.engines.protocol import (
     AdapterNotLoaded,
     EngineDied,
     EngineError,
+    EngineGauges,
     EngineRejected,
     GenerateChunk,
     GenerateRequest,
@@ -51,7 +52,13 @@ class LoRAUpdateOutput(msgspec.Struct):
 
     success: bool = False
     error_message: str | None = None
-    loaded_adapters: dict[str, str] = {}
+    # null on a failed unload (seen live on 0.5.23), the name -> path map otherwise
+    loaded_adapters: dict[str, str] | None = None
+
+    @property
+    def loaded(self) -> dict[str, str]:
+        """The loaded adapters the reply lists, empty when it lists none."""
+        return self.loaded_adapters or {}
 
 
 class _FinishReason(msgspec.Struct):
@@ -76,6 +83,9 @@ class GenerateOutput(msgspec.Struct):
     meta_info: _MetaInfo | None = None
     error: _GenerateError | None = None
 
+
+#: SGLang's gauges (§6; served only with --enable-metrics), as 0.5.23 names them live.
+SGLANG_GAUGES = EngineGauges(running="sglang:num_running_reqs", waiting="sglang:num_queue_reqs")
 
 decode_update = msgspec.json.Decoder(LoRAUpdateOutput).decode
 decode_output = msgspec.json.Decoder(GenerateOutput).decode
@@ -147,6 +157,10 @@ class SglangDriver(HttpDriver):
     """An `EngineDriver` for one SGLang server."""
 
     kind = "sglang"
+    gauges = SGLANG_GAUGES
+    # `--max-loras-per-batch` counts base-model requests as one of its slots (seen live on
+    # 0.5.23): a batch with base requests has one adapter slot fewer.
+    base_takes_a_slot = True
 
     def __init__(
         self,
@@ -169,16 +183,14 @@ class SglangDriver(HttpDriver):
         reply = await self._update("/load_lora_adapter", body)
         # A duplicate name fails, but names are unique per version: the same name at the same
         # path is this adapter. (§2.1 also has a failure that registers it anyway.)
-        if not reply.success and reply.loaded_adapters.get(name) != str(path):
+        if not reply.success and reply.loaded.get(name) != str(path):
             raise EngineRejected(reply.error_message or "load failed", engine_status=400)
 
     async def unload(self, name: str) -> None:
         """Unload `name`; waits for its in-flight requests (§2.2). Unknown names are a no-op."""
         reply = await self._update("/unload_lora_adapter", {"lora_name": name})
         message = reply.error_message or "unload failed"
-        if not reply.success and not (
-            name not in reply.loaded_adapters and DOES_NOT_EXIST in message
-        ):
+        if not reply.success and not (name not in reply.loaded and DOES_NOT_EXIST in message):
             raise EngineRejected(message, engine_status=400)
 
     async def _update(self, path: str, body: dict[str, Any]) -> LoRAUpdateOutput:

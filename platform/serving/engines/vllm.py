@@ -29,17 +29,22 @@ from loraplex.serving.engines.protocol import (
     AdapterNotLoaded,
     EngineDied,
     EngineError,
+    EngineGauges,
     EngineRejected,
     GenerateChunk,
     GenerateRequest,
 )
 from loraplex.serving.engines.streams import Reply
 
+VLLM_GAUGES = EngineGauges(running="vllm:num_requests_running", waiting="vllm:num_requests_waiting")
+
 
 class VllmDriver(HttpDriver):
     """An `EngineDriver` for one vLLM OpenAI server."""
 
     kind = "vllm"
+    gauges = VLLM_GAUGES
+    base_takes_a_slot = False  # --max-loras counts adapters only
 
     async def load(self, name: str, path: Path, pinned: bool = False) -> None:
         """Load adapter `name` from `path`; vLLM has no pinning, so `pinned` is ignored."""

@@ -231,7 +231,7 @@ class LivePlacement:
         return NodeSpec(
             node_id=handle.id,
             max_lora_rank=handle.max_lora_rank,
-            gpu_slots=handle.gpu_slots,
+            gpu_slots=handle.adapter_slots,
             host_slots=handle.host_slots,
             disk_budget_bytes=self.config.disk_budget_bytes,
             max_running=max(1, handle.gpu_slots * self.config.running_per_gpu_slot),

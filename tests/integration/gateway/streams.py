@@ -4,12 +4,9 @@ from __future__ import annotations
 
 import json
 import socket
-import time
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlparse
-
-import httpx
 
 
 @dataclass
@@ -80,23 +77,3 @@ def _dechunk(body: bytes) -> bytes:
         out.append(rest[:size])
         rest = rest[size + 2 :]
     return b"".join(out)
-
-
-def engine_running(engine_url: str) -> float:
-    """Requests the vLLM engine is running now."""
-    text = httpx.get(f"{engine_url}/metrics", timeout=5).text
-    total = 0.0
-    for line in text.splitlines():
-        if line.startswith("vllm:num_requests_running"):
-            total += float(line.rsplit(" ", 1)[1])
-    return total
-
-
-def wait_until_idle(engine_url: str, timeout_s: float) -> float | None:
-    """Seconds until the engine runs nothing, or None if it still does after `timeout_s`."""
-    started = time.monotonic()
-    while time.monotonic() - started < timeout_s:
-        if engine_running(engine_url) == 0:
-            return time.monotonic() - started
-        time.sleep(0.05)
-    return None

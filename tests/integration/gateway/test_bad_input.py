@@ -9,25 +9,17 @@ import httpx
 import pytest
 
 from tests.integration.conftest import BASE, RANKS, Served
+from tests.support.engine_metrics import prompt_tokens
 
 pytestmark = pytest.mark.engine
 USER = [{"role": "user", "content": "hi"}]
 
 
-def _engine_prompt_tokens(served: Served) -> float:
-    text = httpx.get(f"{served.engine.url}/metrics", timeout=5).text
-    return sum(
-        float(line.rsplit(" ", 1)[1])
-        for line in text.splitlines()
-        if line.startswith("vllm:prompt_tokens_total")
-    )
-
-
 @pytest.fixture
 def engine_untouched(served: Served) -> Iterator[None]:
-    before = _engine_prompt_tokens(served)
+    before = prompt_tokens(served.engines)
     yield
-    assert _engine_prompt_tokens(served) == before, "a refused request reached the engine"
+    assert prompt_tokens(served.engines) == before, "a refused request reached the engine"
 
 
 def _post(served: Served, body: object, **kw: object) -> httpx.Response:

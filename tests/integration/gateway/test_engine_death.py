@@ -22,15 +22,25 @@ from tests.integration.conftest import Served
 from tests.integration.gateway.streams import parse_events
 
 pytestmark = pytest.mark.engine
+
+
+@pytest.fixture
+def served(served_each: Served) -> Served:
+    """Every test here runs on each engine kind (SGLang, vLLM)."""
+    return served_each
+
+
 DOOMED_BASE = "loraplex-tiny-doomed"
+PORTS = {"sglang": 8101, "vllm": 8111}  # a doomed engine per kind; the shared ones stay up
 
 
 @pytest.fixture
 def doomed_engine(served: Served) -> Iterator[EngineConfig]:
     config = EngineConfig(
+        kind=served.kind,
         model_dir=served.engine.model_dir,
-        port=int(os.environ.get("LORAPLEX_TEST_ENGINE2_PORT", 8101)),
-        state_dir=Path("var/engine-doomed"),
+        port=PORTS[served.kind],
+        state_dir=Path(f"var/engine-doomed-{served.kind}"),
         max_loras=1,
         max_cpu_loras=1,
     )
@@ -47,7 +57,7 @@ def doomed_engine(served: Served) -> Iterator[EngineConfig]:
         json={
             "name": f"doomed-{secrets.token_hex(3)}",
             "url": config.url,
-            "kind": "vllm",
+            "kind": served.kind,
             "base_model": DOOMED_BASE,
             "max_lora_rank": 64,
             "gpu_slots": 1,

@@ -8,9 +8,17 @@ from pathlib import Path
 import pytest
 from openai import OpenAI
 
-from tests.integration.conftest import BASE, RANKS, Served
+from tests.integration.conftest import RANKS, Served
 
 pytestmark = pytest.mark.engine
+
+
+@pytest.fixture
+def served(served_each: Served) -> Served:
+    """Every test here runs on each engine kind (SGLang, vLLM)."""
+    return served_each
+
+
 QUESTIONS_PER_ADAPTER = 3
 
 
@@ -69,7 +77,10 @@ def test_base_model_does_not_know_the_trained_answers(served: Served) -> None:
     _, folder = served.adapters[RANKS[0]]
     question, expected = _reference(served.engine.model_dir, folder, RANKS[0])[0]
     reply = _client(served).chat.completions.create(
-        model=BASE, messages=[{"role": "user", "content": question}], temperature=0, max_tokens=32
+        model=served.base,
+        messages=[{"role": "user", "content": question}],
+        temperature=0,
+        max_tokens=32,
     )
     assert reply.choices[0].message.content != expected
 
@@ -88,7 +99,7 @@ def test_completions_endpoint_streams_text(served: Served) -> None:
 def test_models_lists_base_adapters_and_versions(served: Served) -> None:
     ids = {m.id for m in _client(served).models.list()}
     name, _ = served.adapters[RANKS[0]]
-    assert {BASE, name, f"{name}@v1"} <= ids
+    assert {served.base, name, f"{name}@v1"} <= ids
 
 
 def test_successful_inference_answers_200_like_openai(served: Served) -> None:
@@ -98,6 +109,10 @@ def test_successful_inference_answers_200_like_openai(served: Served) -> None:
         f"{served.url}/v1/chat/completions",
         headers=served.headers(),
         timeout=60,
-        json={"model": BASE, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2},
+        json={
+            "model": served.base,
+            "messages": [{"role": "user", "content": "hi"}],
+            "max_tokens": 2,
+        },
     )
     assert response.status_code == 200

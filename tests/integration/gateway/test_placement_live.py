@@ -1,4 +1,4 @@
-"""Live placement on a real vLLM CPU engine with few host slots.
+"""Live placement on a real engine (SGLang and vLLM) with few host slots.
 
 A second engine (1 GPU slot, 2 host slots) serves its own base-model name, so the shared
 engine is untouched. More distinct adapters than fit are served in round-robin, random and
@@ -26,6 +26,14 @@ from loraplex.serving.engines.launcher import EngineConfig, start_engine, stop_e
 from tests.integration.conftest import Served
 
 pytestmark = pytest.mark.engine
+
+
+@pytest.fixture
+def served(served_each: Served) -> Served:
+    """Every test here runs on each engine kind (SGLang, vLLM)."""
+    return served_each
+
+
 FEW_BASE = "loraplex-tiny-few"
 HOST_SLOTS = 2
 ADAPTERS = 5
@@ -53,9 +61,10 @@ class Watch:
 @pytest.fixture
 def few_engine(served: Served, tmp_path: Path) -> Iterator[FewEngine]:
     config = EngineConfig(
+        kind=served.kind,
         model_dir=served.engine.model_dir,
-        port=8102,
-        state_dir=Path("var/engine-few"),
+        port={"sglang": 8102, "vllm": 8112}[served.kind],
+        state_dir=Path(f"var/engine-few-{served.kind}"),
         max_loras=1,
         max_cpu_loras=HOST_SLOTS,
     )
@@ -73,7 +82,7 @@ def few_engine(served: Served, tmp_path: Path) -> Iterator[FewEngine]:
         json={
             "name": f"few-{secrets.token_hex(3)}",
             "url": config.url,
-            "kind": "vllm",
+            "kind": served.kind,
             "base_model": FEW_BASE,
             "max_lora_rank": 64,
             "gpu_slots": 1,

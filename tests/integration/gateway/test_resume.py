@@ -8,9 +8,18 @@ import httpx
 import pytest
 
 from tests.integration.conftest import BASE, Served
-from tests.integration.gateway.streams import parse_events, wait_until_idle
+from tests.integration.gateway.streams import parse_events
+from tests.support.engine_metrics import wait_until_idle
 
 pytestmark = pytest.mark.engine
+
+
+@pytest.fixture
+def served(served_each: Served) -> Served:
+    """Every test here runs on each engine kind (SGLang, vLLM)."""
+    return served_each
+
+
 BODY = {
     "model": BASE,
     "messages": [{"role": "user", "content": "Once upon a time"}],
@@ -49,7 +58,7 @@ def _first_events(served: Served, body: dict, count: int) -> list:
 
 
 def test_a_dropped_stream_resumes_after_the_last_event_without_duplicates(served: Served) -> None:
-    body = {**BODY, "max_tokens": 60, "stream_options": {"resumable": True}}
+    body = {**BODY, "model": served.base, "max_tokens": 60, "stream_options": {"resumable": True}}
     first = _first_events(served, body, 6)
     completion_id, last_id = first[0].json()["id"], first[-1].id
     response = httpx.get(
@@ -64,7 +73,7 @@ def test_a_dropped_stream_resumes_after_the_last_event_without_duplicates(served
     assert ids == list(range(ids[0], ids[0] + len(ids))), "events are missing"
     whole = httpx.post(
         f"{served.url}/v1/chat/completions",
-        json={**BODY, "max_tokens": 60, "stream": False},
+        json={**BODY, "model": served.base, "max_tokens": 60, "stream": False},
         headers=served.headers(),
         timeout=60,
     ).json()["choices"][0]["message"]["content"]
@@ -72,10 +81,10 @@ def test_a_dropped_stream_resumes_after_the_last_event_without_duplicates(served
 
 
 def test_an_abandoned_resumable_stream_is_aborted_after_the_window(served: Served) -> None:
-    body = {**BODY, "max_tokens": 3000, "stream_options": {"resumable": True}}
+    body = {**BODY, "model": served.base, "max_tokens": 3000, "stream_options": {"resumable": True}}
     first = _first_events(served, body, 3)
     started = time.monotonic()
-    idle_after = wait_until_idle(served.engine.url, 20)
+    idle_after = wait_until_idle(served.engines, 20)
     assert idle_after is not None, "the engine kept generating for nobody"
     assert time.monotonic() - started >= 2.0  # it waited for a resumer first (window: 3 s)
     response = httpx.get(
@@ -87,7 +96,7 @@ def test_an_abandoned_resumable_stream_is_aborted_after_the_window(served: Serve
 
 
 def test_another_tenant_cannot_resume_a_stream(served: Served) -> None:
-    body = {**BODY, "max_tokens": 20, "stream_options": {"resumable": True}}
+    body = {**BODY, "model": served.base, "max_tokens": 20, "stream_options": {"resumable": True}}
     first = _first_events(served, body, 2)
     other = httpx.post(
         f"{served.url}/api/v1/tenants",

@@ -8,15 +8,18 @@ import httpx
 import pytest
 
 from tests.integration.conftest import BASE, Served
-from tests.integration.gateway.streams import (
-    engine_running,
-    parse_events,
-    raw_stream_request,
-    read_all,
-    wait_until_idle,
-)
+from tests.integration.gateway.streams import parse_events, raw_stream_request, read_all
+from tests.support.engine_metrics import engine_running, wait_until_idle
 
 pytestmark = pytest.mark.engine
+
+
+@pytest.fixture
+def served(served_each: Served) -> Served:
+    """Every test here runs on each engine kind (SGLang, vLLM)."""
+    return served_each
+
+
 LONG = {
     "model": BASE,
     "messages": [{"role": "user", "content": "Once upon a time"}],
@@ -32,10 +35,10 @@ def test_slow_reader_gets_coalesced_events_then_slow_client_and_the_engine_stops
     # The generated model may end a reply early (EOS) before the buffers fill; such a reply
     # ends with [DONE] and says nothing about slow readers, so another prompt is tried.
     for prompt in ("Once upon a time", "The list of numbers goes on:", "Tell me more"):
-        body = {**LONG, "messages": [{"role": "user", "content": prompt}]}
+        body = {**LONG, "model": served.base, "messages": [{"role": "user", "content": prompt}]}
         sock = raw_stream_request(served.url, served.key, body)
         time.sleep(2)  # read nothing while the engine generates: socket buffers fill, then ours
-        stopped_after = wait_until_idle(served.engine.url, 60)
+        stopped_after = wait_until_idle(served.engines, 60)
         assert stopped_after is not None, "the engine request was not aborted"
         events = parse_events(read_all(sock))
         sock.close()
@@ -53,7 +56,10 @@ def test_client_disconnect_aborts_the_engine_request_within_a_second(served: Ser
     with (
         httpx.Client(timeout=30) as http,
         http.stream(
-            "POST", f"{served.url}/v1/chat/completions", json=LONG, headers=served.headers()
+            "POST",
+            f"{served.url}/v1/chat/completions",
+            json={**LONG, "model": served.base},
+            headers=served.headers(),
         ) as response,
     ):
         lines = response.iter_lines()
@@ -62,18 +68,30 @@ def test_client_disconnect_aborts_the_engine_request_within_a_second(served: Ser
             seen += line.startswith("data: ")
             if seen >= 5:
                 break
-        assert engine_running(served.engine.url) >= 1
-    idle_after = wait_until_idle(served.engine.url, 5)
+        assert engine_running(served.engines) >= 1
+    idle_after = wait_until_idle(served.engines, 5)
     assert idle_after is not None and idle_after <= 1.0, (
         f"engine still running {idle_after}s after disconnect"
     )
 
 
+def _cut_streams(served: Served) -> int:
+    return httpx.get(
+        f"{served.url}/api/v1/tenants/{served.tenant_id}/usage",
+        params={"group_by": "day"},
+        headers=served.headers(),
+    ).json()["totals"]["cut_streams"]
+
+
 def test_usage_is_recorded_for_a_cut_stream(served: Served) -> None:
+    before = _cut_streams(served)
     with (
         httpx.Client(timeout=30) as http,
         http.stream(
-            "POST", f"{served.url}/v1/chat/completions", json=LONG, headers=served.headers()
+            "POST",
+            f"{served.url}/v1/chat/completions",
+            json={**LONG, "model": served.base},
+            headers=served.headers(),
         ) as response,
     ):
         seen = 0
@@ -88,7 +106,7 @@ def test_usage_is_recorded_for_a_cut_stream(served: Served) -> None:
             params={"group_by": "day"},
             headers=served.headers(),
         ).json()
-        if report["totals"]["cut_streams"] >= 1:
+        if report["totals"]["cut_streams"] > before:
             assert report["totals"]["completion_tokens"] >= 19
             return
         time.sleep(1)
@@ -96,7 +114,12 @@ def test_usage_is_recorded_for_a_cut_stream(served: Served) -> None:
 
 
 def test_stream_events_carry_increasing_ids_and_end_with_done(served: Served) -> None:
-    body = {**LONG, "max_tokens": 12, "stream_options": {"include_usage": True}}
+    body = {
+        **LONG,
+        "model": served.base,
+        "max_tokens": 12,
+        "stream_options": {"include_usage": True},
+    }
     with httpx.Client(timeout=30) as http:
         raw = http.post(
             f"{served.url}/v1/chat/completions", json=body, headers=served.headers()

@@ -156,6 +156,10 @@ def test_starting_one_kind_where_another_runs_is_refused(tmp_path):
     fake = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)",
                              "sglang.launch_server"])  # fmt: skip
     try:
+        for _ in range(100):  # until the child's command line is its own, not ours
+            if b"sglang" in Path(f"/proc/{fake.pid}/cmdline").read_bytes():
+                break
+            time.sleep(0.02)
         config = EngineConfig(kind="vllm", state_dir=tmp_path)
         config.pid_file.write_text(str(fake.pid))
         config.info_file.write_text(json.dumps({

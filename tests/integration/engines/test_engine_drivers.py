@@ -1,4 +1,7 @@
-"""The vLLM driver against a real vLLM CPU engine serving the generated model."""
+"""The engine drivers against real SGLang and vLLM engines serving the generated model.
+
+Every test runs once per kind (the `engine` fixture); kind-specific behaviour says so.
+"""
 
 from __future__ import annotations
 
@@ -10,10 +13,10 @@ import pytest
 from loraplex.serving.engines import (
     ABORTED,
     AdapterNotLoaded,
+    EngineDriver,
     EngineRejected,
     GenerateChunk,
     GenerateRequest,
-    VllmDriver,
 )
 
 pytestmark = pytest.mark.engine
@@ -26,7 +29,7 @@ def rid() -> str:
     return uuid.uuid4().hex
 
 
-async def collect(driver: VllmDriver, request: GenerateRequest) -> list[GenerateChunk]:
+async def collect(driver: EngineDriver, request: GenerateRequest) -> list[GenerateChunk]:
     return [chunk async for chunk in driver.generate(request)]
 
 
@@ -120,13 +123,39 @@ async def test_abort_ends_a_long_generation_and_frees_the_engine(
 
 
 async def test_metrics_expose_the_engine_request_gauges(driver):
-    assert "vllm:num_requests_running" in await driver.metrics()
+    samples = await driver.metrics()
+    assert driver.gauges.running in samples and driver.gauges.waiting in samples
+    load = await driver.queue_depth()
+    assert load.running >= 0 and load.waiting >= 0
 
 
-async def _engine_becomes_idle(driver: VllmDriver, polls: int = 100) -> bool:
+async def test_an_unloaded_adapter_is_reloaded_by_sglang_itself_when_named(
+    driver, engine, adapter_dirs, adapter_name
+):
+    """SGLang 0.5.23 remembers every path it loaded: unload means "evict until next use".
+
+    So the engine's loaded set can grow behind the gateway's back, which is why placement
+    reconciles to what the engine reports. vLLM refuses the name instead.
+    """
+    await driver.load(adapter_name, adapter_dirs[8])
+    await driver.unload(adapter_name)
+    request = GenerateRequest(
+        rid=rid(), adapter=adapter_name, prompt="The", max_tokens=2, stream=False
+    )
+    if engine.kind == "vllm":
+        with pytest.raises(AdapterNotLoaded):
+            await collect(driver, request)
+        return
+    chunks = await collect(driver, request)
+    assert chunks[0].completion_tokens
+    assert adapter_name in await driver.list_loaded()
+    await driver.unload(adapter_name)
+
+
+async def _engine_becomes_idle(driver: EngineDriver, polls: int = 100) -> bool:
     """Whether the engine reports no running request within `polls` metric reads."""
     for _ in range(polls):
-        if (await driver.metrics()).get("vllm:num_requests_running") == 0:
+        if (await driver.queue_depth()).running == 0:
             return True
         await asyncio.sleep(0.05)
     return False

@@ -1,0 +1,49 @@
+"""Reading an engine's own Prometheus figures, whichever kind it is (test helpers)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+
+import httpx
+
+from loraplex.serving.engines.sglang import SGLANG_GAUGES
+from loraplex.serving.engines.vllm import VLLM_GAUGES
+from tests.support.engine import RunningEngine
+
+GAUGES = {"sglang": SGLANG_GAUGES, "vllm": VLLM_GAUGES}
+PROMPT_TOKENS = {"sglang": "sglang:prompt_tokens_total", "vllm": "vllm:prompt_tokens_total"}
+
+
+def _sample(engine: RunningEngine, name: str) -> float:
+    text = httpx.get(f"{engine.url}/metrics", timeout=5).text
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith(name + "{") or line.startswith(name + " ")
+    )
+
+
+def engine_running(engines: Iterable[RunningEngine]) -> float:
+    """Requests the engines are running or queueing now, summed."""
+    total = 0.0
+    for engine in engines:
+        gauges = GAUGES[engine.kind]
+        total += _sample(engine, gauges.running) + _sample(engine, gauges.waiting)
+    return total
+
+
+def prompt_tokens(engines: Iterable[RunningEngine]) -> float:
+    """Prompt tokens the engines have processed since they started, summed."""
+    return sum(_sample(engine, PROMPT_TOKENS[engine.kind]) for engine in engines)
+
+
+def wait_until_idle(engines: Iterable[RunningEngine], timeout_s: float) -> float | None:
+    """Seconds until the engines run nothing, or None if they still do after `timeout_s`."""
+    engines = tuple(engines)
+    started = time.monotonic()
+    while time.monotonic() - started < timeout_s:
+        if engine_running(engines) == 0:
+            return time.monotonic() - started
+        time.sleep(0.05)
+    return None
