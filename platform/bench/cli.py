@@ -11,6 +11,7 @@ BENCHMARKS = [
     ("loraplex.bench.upload", "bench_upload"),
     ("loraplex.bench.gateway", "bench_gateway"),
     ("loraplex.bench.overload", "bench_overload"),
+    ("loraplex.bench.parity", "bench_parity"),
 ]
 
 

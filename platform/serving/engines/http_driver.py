@@ -4,7 +4,7 @@ Control calls and probes go through one pooled httpx client; generations through
 `streams.py` (aiohttp), where the per-chunk cost is.
 
 The per-chunk path matters: the gateway must keep at least 0.95 times the engine's throughput, which
-leaves about 50 µs of CPU per streamed chunk (shared/cpu-engine-notes.md). So SSE is split
+leaves about 50 µs of CPU per streamed chunk (docs/engines.md §10.3). So SSE is split
 on raw bytes, never decoded to `str` line by line, and JSON goes through msgspec.
 """
 

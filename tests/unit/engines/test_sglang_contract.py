@@ -1,4 +1,4 @@
-"""The SGLang driver against the shapes in shared/sglang-lora-reference.md (section in brackets).
+"""The SGLang driver against the shapes in docs/engines.md (section in brackets).
 
 Each test scripts the documented response, then checks the exact JSON the driver sent and
 what it made of the answer.
@@ -141,6 +141,16 @@ async def test_unload_of_an_unknown_name_is_a_no_op(driver, fake_engine):
     await driver.unload("ghost")
 
 
+async def test_unload_of_an_unknown_name_answered_with_null_adapters_is_a_no_op(
+    driver, fake_engine
+):
+    """Live 0.5.23 answers a failed unload with `"loaded_adapters": null`."""
+    body = update_output(False, {}, "LoRA with name ghost does not exist. Loaded LoRAs: []")
+    body["loaded_adapters"] = None
+    fake_engine.on("POST", "/unload_lora_adapter", httpx.Response(400, json=body))
+    await driver.unload("ghost")
+
+
 async def test_unload_that_fails_part_way_is_rejected(driver, fake_engine):
     error = "ad-v1 has an incomplete unload. Retry the unload"
     fake_engine.on(
@@ -184,7 +194,11 @@ async def test_chat_on_the_base_model_names_no_adapter(driver, fake_engine):
     assert "lora_path" not in sent
 
 
-async def test_chat_stream_yields_deltas_then_usage(driver, fake_engine):
+async def test_chat_stream_puts_the_usage_that_follows_the_finish_on_the_finish(
+    driver, fake_engine
+):
+    """Live 0.5.23: usage comes in its own chunk after `finish_reason`; readers stop at the
+    finish, so the driver carries the counts on the finish chunk."""
     usage = {
         "id": "r1",
         "object": "chat.completion.chunk",
@@ -196,11 +210,7 @@ async def test_chat_stream_yields_deltas_then_usage(driver, fake_engine):
     )
     fake_engine.on("POST", "/v1/chat/completions", httpx.Response(200, content=body))
     chunks = await collect(driver, GenerateRequest(rid="r1", adapter="ad-v1", messages=CHAT))
-    assert chunks == [
-        GenerateChunk("Hi"),
-        GenerateChunk("!", "stop"),
-        GenerateChunk("", None, 3, 2),
-    ]
+    assert chunks == [GenerateChunk("Hi"), GenerateChunk("!", "stop", 3, 2)]
 
 
 async def test_chat_validation_error_is_a_real_400(driver, fake_engine):
