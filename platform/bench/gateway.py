@@ -107,6 +107,7 @@ async def _round(
     stagger_s: float = 0.0,
     metrics_url: str | None = None,
     engine_url: str | None = None,
+    engine_kind: str = "sglang",
 ) -> Round:
     body = msgspec.json.encode(
         {
@@ -134,7 +135,7 @@ async def _round(
                 queue.get_nowait()
                 results.append(await _one(client, url, headers, body))
 
-        overhead, engine_ttft = _overhead(metrics_url), _engine_ttft(engine_url)
+        overhead, engine_ttft = _overhead(metrics_url), _engine_ttft(engine_url, engine_kind)
         cpu_before, started = process_cpu_s(server_pid), time.perf_counter()
         await asyncio.gather(*(worker(stagger_s * i / streams) for i in range(streams)))
         seconds = time.perf_counter() - started
@@ -147,7 +148,9 @@ async def _round(
         [f for f, _ in results],
         process_cpu_s(server_pid) - cpu_before,
         1000 * quantile(overhead, _overhead(metrics_url), 0.5) if metrics_url else math.nan,
-        1000 * quantile(engine_ttft, _engine_ttft(engine_url), 0.5) if engine_url else math.nan,
+        1000 * quantile(engine_ttft, _engine_ttft(engine_url, engine_kind), 0.5)
+        if engine_url
+        else math.nan,
     )
 
 
@@ -161,9 +164,17 @@ def _overhead(metrics_url: str | None) -> Buckets:
     return _histogram(metrics_url, "loraplex_gateway_overhead_seconds", phase="total")
 
 
-def _engine_ttft(engine_url: str | None) -> Buckets:
-    """vLLM's own TTFT histogram now."""
-    return _histogram(engine_url, "vllm:time_to_first_token_seconds")
+# Each engine's own TTFT histogram; SGLang keeps streamed and unstreamed requests apart.
+ENGINE_TTFT = {
+    "vllm": ("vllm:time_to_first_token_seconds", {}),
+    "sglang": ("sglang:time_to_first_token_seconds", {"is_streaming": "true"}),
+}
+
+
+def _engine_ttft(engine_url: str | None, kind: str) -> Buckets:
+    """The engine's own TTFT histogram now."""
+    name, labels = ENGINE_TTFT[kind]
+    return _histogram(engine_url, name, **labels)
 
 
 def _setup(url: str, operator: str, engine: EngineConfig, served: str) -> str:
@@ -186,7 +197,7 @@ def _setup(url: str, operator: str, engine: EngineConfig, served: str) -> str:
         json={
             "name": f"bench-{secrets.token_hex(3)}",
             "url": engine.url,
-            "kind": "vllm",
+            "kind": engine.kind,
             "base_model": served,
             "max_lora_rank": engine.max_lora_rank,
             "gpu_slots": engine.max_loras,
@@ -207,7 +218,17 @@ def _setup(url: str, operator: str, engine: EngineConfig, served: str) -> str:
     raise click.ClickException(f"gateway never served the engine: {probe.text}")
 
 
+KIND_OPTION = click.option(
+    "--kind",
+    type=click.Choice(sorted(ENGINE_TTFT)),
+    default="sglang",
+    show_default=True,
+    help="the engine to measure (started or reused through `loraplex engine start`)",
+)
+
+
 @click.command("gateway")
+@KIND_OPTION
 @click.option("--streams", default="1,16,64", show_default=True)
 @click.option("--max-tokens", default=64, show_default=True)
 @click.option(
@@ -225,6 +246,7 @@ def _setup(url: str, operator: str, engine: EngineConfig, served: str) -> str:
 @click.pass_obj
 def bench_gateway(
     settings: Settings,
+    kind: str,
     streams: str,
     max_tokens: int,
     rounds: int,
@@ -232,7 +254,7 @@ def bench_gateway(
     json_path: Path,
 ) -> None:
     """Engine direct vs through the gateway: tokens/s and TTFT at several concurrencies."""
-    engine = EngineConfig()
+    engine = EngineConfig(kind=kind)
     info = start_engine(engine, say=lambda line: click.echo(f"[engine] {line}", err=True))
     operator = asyncio.run(_operator_key(settings))
     # Admission shedding off: this measures what the relay costs, not load shedding.
@@ -273,12 +295,13 @@ def bench_gateway(
                         stagger_s if level > 1 else 0.0,
                         metrics_url,
                         engine.url,
+                        kind,
                     )
                     results.append(asyncio.run(round_))
     table = _table(results)
     json_path.parent.mkdir(parents=True, exist_ok=True)
     json_path.write_text(
-        json.dumps({"rows": table, "rounds": [asdict(r) for r in results]}, indent=2)
+        json.dumps({"kind": kind, "rows": table, "rounds": [asdict(r) for r in results]}, indent=2)
     )
 
 

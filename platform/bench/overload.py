@@ -27,7 +27,7 @@ import click
 import httpx
 
 from loraplex.bench.api import _operator_key
-from loraplex.bench.gateway import _setup
+from loraplex.bench.gateway import KIND_OPTION, _setup
 from loraplex.bench.server import api_process
 from loraplex.bench.tenants import tenant_key
 from loraplex.serving.engines.launcher import EngineConfig, start_engine
@@ -157,15 +157,18 @@ async def closed_loop(url: str, key: str, streams: int, seconds: float, max_toke
 
 
 @click.command("overload")
+@KIND_OPTION
 @click.option("--seconds", default=12.0, show_default=True, help="per load level")
 @click.option("--max-tokens", default=32, show_default=True)
 @click.option(
     "--json", "json_path", type=click.Path(path_type=Path), default=Path("var/bench/overload.json")
 )
 @click.pass_obj
-def bench_overload(settings: Settings, seconds: float, max_tokens: int, json_path: Path) -> None:
+def bench_overload(
+    settings: Settings, kind: str, seconds: float, max_tokens: int, json_path: Path
+) -> None:
     """Goodput and admitted p99 TTFT at 0.5x, 1x, 2x, 4x capacity, admission on vs off."""
-    engine = EngineConfig()
+    engine = EngineConfig(kind=kind)
     info = start_engine(engine, say=lambda line: click.echo(f"[engine] {line}", err=True))
     operator = asyncio.run(_operator_key(settings))
     with api_process(replace(settings, admission_ttft_budget_s=1e9).to_env()) as (off_url, _):
