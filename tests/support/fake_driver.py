@@ -20,6 +20,7 @@ class FakeDriver:
     def __init__(self, kind: str = "vllm", url: str = "http://fake-engine") -> None:
         self.kind = kind
         self.url = url
+        self.base_takes_a_slot = kind == "sglang"  # as the real drivers say
         self.up = True
         self.hang = False  # health() never answers
         self.adapters: dict[str, Path] = {}

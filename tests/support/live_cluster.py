@@ -52,11 +52,13 @@ class Cluster:
             self.registry, OpsRouter(LocalOps(self.cache)), self.facts, config or LiveConfig()
         )
 
-    def engine(self, name: str = "e1", gpu_slots: int = 1, host_slots: int = 2) -> EngineHandle:
-        """Add a healthy engine with a FakeDriver."""
-        driver = FakeDriver(url=f"http://{name}")
+    def engine(
+        self, name: str = "e1", gpu_slots: int = 1, host_slots: int = 2, kind: str = "vllm"
+    ) -> EngineHandle:
+        """Add a healthy engine with a FakeDriver (of `kind`'s slot accounting)."""
+        driver = FakeDriver(kind=kind, url=f"http://{name}")
         handle = EngineHandle(
-            name, name, driver.url, "vllm", BASE, 64, gpu_slots, host_slots, driver, healthy=True
+            name, name, driver.url, kind, BASE, 64, gpu_slots, host_slots, driver, healthy=True
         )
         self.registry.add(handle)
         return handle

@@ -192,3 +192,13 @@ async def test_the_placement_map_shows_tiers_slots_and_heat(cluster: Cluster) ->
 async def test_no_engine_for_the_rank_means_no_seat(cluster: Cluster) -> None:
     cluster.engine()
     assert await cluster.placement.acquire(BASE, cluster.version(rank=128).version_id) is None
+
+
+async def test_an_sglang_engine_keeps_one_batch_slot_for_base_requests(cluster: Cluster) -> None:
+    """SGLang's --max-loras-per-batch counts the base model: 3 slots hold 2 adapters."""
+    sglang = cluster.engine("sg", gpu_slots=3, host_slots=4, kind="sglang")
+    vllm = cluster.engine("vl", gpu_slots=3, host_slots=4, kind="vllm")
+    assert cluster.placement.node_spec(sglang).gpu_slots == 2
+    assert cluster.placement.node_spec(vllm).gpu_slots == 3
+    single = cluster.engine("one", gpu_slots=1, kind="sglang")
+    assert cluster.placement.node_spec(single).gpu_slots == 1  # never zero
