@@ -8,6 +8,7 @@ from pathlib import Path
 
 from loraplex.serving.engines import (
     EngineHealth,
+    EngineLoad,
     EngineUnavailable,
     GenerateChunk,
     GenerateRequest,
@@ -76,6 +77,10 @@ class FakeDriver:
     async def metrics(self) -> dict[str, float]:
         """No samples."""
         return {}
+
+    async def queue_depth(self) -> EngineLoad:
+        """Nothing running: the fake engine generates instantly."""
+        return EngineLoad(running=0.0, waiting=0.0)
 
     async def aclose(self) -> None:
         """Note the close."""

@@ -7,22 +7,36 @@ while it has room, which keeps the large class free for the adapters only it can
 
 from __future__ import annotations
 
+import secrets
+from pathlib import Path
 from uuid import UUID
 
 import httpx
 import pytest
 
 from loraplex.serving.loader import engine_adapter_name
-from tests.integration.conftest import RANKS, Served
+from tests.integration.conftest import FILES, RANKS, Served, declare_base
 
 pytestmark = pytest.mark.engine
 
 
-def _engine_side_name(served: Served, adapter: str) -> str:
-    url = f"{served.url}/api/v1/tenants/{served.tenant_id}/adapters/{adapter}/versions"
-    versions = httpx.get(url, headers=served.headers(), timeout=10).json()
-    items = versions["items"] if isinstance(versions, dict) else versions
-    return engine_adapter_name(UUID(items[0]["id"]))
+def _upload_fresh(served: Served, root: Path) -> dict[int, tuple[str, str]]:
+    """New adapters of each rank, never placed before: rank -> (name, engine-side name)."""
+    from loraplex.dev.make_adapter import make_adapter
+
+    fresh = {}
+    tenant = f"{served.url}/api/v1/tenants/{served.tenant_id}/adapters"
+    with httpx.Client(headers=served.headers(), timeout=60) as http:
+        for rank in RANKS:
+            name = f"rank-{rank}-{secrets.token_hex(3)}"
+            folder = make_adapter(served.engine.model_dir, root / name, rank=rank, seed=rank)
+            declare_base(folder / "adapter_config.json", served.base)
+            http.post(tenant, json={"name": name, "base_model": served.base})
+            files = [("file", (n, (folder / n).read_bytes())) for n in FILES]
+            response = http.post(f"{tenant}/{name}/versions", files=files)
+            assert response.status_code == 201, response.text
+            fresh[rank] = (name, engine_adapter_name(UUID(response.json()["id"])))
+    return fresh
 
 
 def _held(served: Served, engine_id: str) -> set[str]:
@@ -32,15 +46,18 @@ def _held(served: Served, engine_id: str) -> set[str]:
     }
 
 
-def test_each_adapter_runs_on_the_smallest_rank_class_that_fits(served: Served) -> None:
+def test_each_adapter_runs_on_the_smallest_rank_class_that_fits(
+    served: Served, tmp_path: Path
+) -> None:
     by_rank = {engine.max_lora_rank: served.engine_ids[engine.url] for engine in served.engines}
     assert sorted(by_rank) == [16, 64]
-    names = {rank: _engine_side_name(served, served.adapters[rank][0]) for rank in RANKS}
+    fresh = _upload_fresh(served, tmp_path)
+    names = {rank: engine_name for rank, (_, engine_name) in fresh.items()}
     with httpx.Client(base_url=served.url, headers=served.headers(), timeout=120) as http:
         for _ in range(3):
             for rank in RANKS:
                 body = {
-                    "model": served.adapters[rank][0],
+                    "model": fresh[rank][0],
                     "messages": [{"role": "user", "content": "hello"}],
                     "max_tokens": 4,
                 }
