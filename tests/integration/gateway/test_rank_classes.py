@@ -67,3 +67,14 @@ def test_each_adapter_runs_on_the_smallest_rank_class_that_fits(
                 assert names[64] not in on_small, "an r64 adapter reached the r16 engine"
     assert {names[8], names[16]} <= on_small
     assert names[64] in on_large
+
+
+def test_the_engines_api_shows_each_engines_own_running_and_queued_counts(
+    served: Served,
+) -> None:
+    for engine_id in served.engine_ids.values():
+        live = httpx.get(
+            f"{served.url}/api/v1/engines/{engine_id}", headers=served.operator(), timeout=10
+        ).json()["live"]
+        assert live["engine_running"] is not None and live["engine_running"] >= 0
+        assert live["engine_waiting"] is not None and live["engine_waiting"] >= 0
