@@ -24,13 +24,17 @@ def _sample(engine: RunningEngine, name: str) -> float:
     )
 
 
+def _busy(engine: RunningEngine) -> float:
+    if engine.kind == "sglang":  # its /metrics gauges lag a starting request: ask live
+        ranks = httpx.get(f"{engine.url}/v1/loads", timeout=5).json()["loads"]
+        return sum(rank["num_running_reqs"] + rank["num_waiting_reqs"] for rank in ranks)
+    gauges = GAUGES[engine.kind]
+    return _sample(engine, gauges.running) + _sample(engine, gauges.waiting)
+
+
 def engine_running(engines: Iterable[RunningEngine]) -> float:
     """Requests the engines are running or queueing now, summed."""
-    total = 0.0
-    for engine in engines:
-        gauges = GAUGES[engine.kind]
-        total += _sample(engine, gauges.running) + _sample(engine, gauges.waiting)
-    return total
+    return sum(_busy(engine) for engine in engines)
 
 
 def prompt_tokens(engines: Iterable[RunningEngine]) -> float:

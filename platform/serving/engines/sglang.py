@@ -38,6 +38,7 @@ from loraplex.serving.engines.protocol import (
     EngineDied,
     EngineError,
     EngineGauges,
+    EngineLoad,
     EngineRejected,
     GenerateChunk,
     GenerateRequest,
@@ -91,7 +92,20 @@ class GenerateOutput(msgspec.Struct):
 #: SGLang's gauges (§6; served only with --enable-metrics), as 0.5.23 names them live.
 SGLANG_GAUGES = EngineGauges(running="sglang:num_running_reqs", waiting="sglang:num_queue_reqs")
 
+
+class _RankLoad(msgspec.Struct):
+    num_running_reqs: float = 0.0
+    num_waiting_reqs: float = 0.0
+
+
+class LoadsOutput(msgspec.Struct):
+    """`GET /v1/loads`: the scheduler's own counts, one entry per data-parallel rank."""
+
+    loads: list[_RankLoad] = []
+
+
 decode_update = msgspec.json.Decoder(LoRAUpdateOutput).decode
+decode_loads = msgspec.json.Decoder(LoadsOutput).decode
 decode_output = msgspec.json.Decoder(GenerateOutput).decode
 
 
@@ -134,7 +148,9 @@ def generate_body(request: GenerateRequest) -> dict[str, Any]:
 
 def chat_body(request: GenerateRequest, base: str) -> dict[str, Any]:
     """The `/v1/chat/completions` body: the adapter in `model` and `lora_path`, our `rid`."""
-    body = openai_body(request, sglang_model(base, request.adapter))
+    # Running counts on every chunk (0.5.23 accepts vLLM's option), so a stream cut in the
+    # middle is billed what it cost; the last chunk still repeats the totals.
+    body = openai_body(request, sglang_model(base, request.adapter), continuous_usage_stats=True)
     if request.adapter is not None:
         body["lora_path"] = request.adapter  # same choice as `model`, in case parsing changes
     body["rid"] = request.rid
@@ -196,6 +212,20 @@ class SglangDriver(HttpDriver):
         message = reply.error_message or "unload failed"
         if not reply.success and not (name not in reply.loaded and DOES_NOT_EXIST in message):
             raise EngineRejected(message, engine_status=400)
+
+    async def queue_depth(self) -> EngineLoad:
+        """Requests running and waiting, as the scheduler counts them now (`/v1/loads`).
+
+        The `/metrics` gauges lag: the scheduler refreshes them at a prefill (counting the
+        batch before the new request joins) and then every 40 decode steps, so a request
+        that just started can read as 0 running there (seen live on 0.5.23).
+        """
+        response = await self._call("GET", "/v1/loads", limit_s=self.timeouts.probe)
+        if response.status_code != 200:
+            return await super().queue_depth()  # an older server: the gauges, lagging
+        ranks = decode_loads(response.content).loads
+        running = sum(rank.num_running_reqs for rank in ranks)
+        return EngineLoad(running, sum(rank.num_waiting_reqs for rank in ranks))
 
     async def _update(self, path: str, body: dict[str, Any]) -> LoRAUpdateOutput:
         """POST a load/unload; 200 and 400 both carry a `LoRAUpdateOutput`."""

@@ -16,6 +16,7 @@ from loraplex.serving.engines import (
     ABORTED,
     AdapterNotLoaded,
     EngineDied,
+    EngineLoad,
     EngineRejected,
     GenerateChunk,
     GenerateRequest,
@@ -180,7 +181,8 @@ async def test_chat_names_the_adapter_in_model_and_lora_path_with_our_rid(driver
     await collect(driver, request)
     assert fake_engine.sent("/v1/chat/completions") == {
         "model": "base:ad-v1", "messages": CHAT, "max_tokens": 8, "temperature": 0.0,
-        "stream": True, "stream_options": {"include_usage": True},
+        "stream": True,
+        "stream_options": {"include_usage": True, "continuous_usage_stats": True},
         "lora_path": "ad-v1", "rid": "r1",
     }  # fmt: skip
 
@@ -376,6 +378,23 @@ async def test_metrics_are_summed_by_name(driver, fake_engine):
     metrics = await driver.metrics()
     assert metrics["sglang:num_running_reqs"] == 3.0
     assert metrics["sglang:lora_pool_slots_total"] == 8.0
+
+
+async def test_queue_depth_is_the_schedulers_live_count_from_v1_loads(driver, fake_engine):
+    """Live 0.5.23: /metrics gauges lag a starting request; /v1/loads does not."""
+    loads = {"version": "0.5.23", "loads": [
+        {"dp_rank": 0, "num_running_reqs": 2, "num_waiting_reqs": 1, "token_usage": 0.1},
+        {"dp_rank": 1, "num_running_reqs": 1, "num_waiting_reqs": 0, "token_usage": 0.0},
+    ]}  # fmt: skip
+    fake_engine.on("GET", "/v1/loads", httpx.Response(200, json=loads))
+    assert await driver.queue_depth() == EngineLoad(running=3, waiting=1)
+
+
+async def test_queue_depth_falls_back_to_the_gauges_without_v1_loads(driver, fake_engine):
+    text = "sglang:num_running_reqs 4.0\nsglang:num_queue_reqs 2.0\n"
+    fake_engine.on("GET", "/v1/loads", httpx.Response(404, json={"detail": "Not Found"}))
+    fake_engine.on("GET", "/metrics", httpx.Response(200, text=text))
+    assert await driver.queue_depth() == EngineLoad(running=4, waiting=2)
 
 
 async def test_an_api_key_is_sent_as_a_bearer_token(fake_engine):
