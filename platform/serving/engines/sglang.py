@@ -310,14 +310,14 @@ async def with_usage_on_finish(
             held = chunk
             continue
         if held is not None:
-            yield GenerateChunk(
+            chunk = GenerateChunk(
                 held.text + chunk.text,
                 held.finish_reason,
                 chunk.prompt_tokens,
                 chunk.completion_tokens,
             )
-            return
-        yield chunk
+            held = None
+        yield chunk  # a reader that goes on drains the stream to its end, keeping the link
     if held is not None:
         yield held
 
