@@ -402,3 +402,12 @@ async def test_an_api_key_is_sent_as_a_bearer_token(fake_engine):
     driver = SglangDriver("http://engine.test", api_key="k1", client=fake_engine.client())
     await driver.abort("r1")
     assert fake_engine.requests[-1].headers["authorization"] == "Bearer k1"
+
+
+async def test_a_finish_with_no_usage_after_it_is_still_delivered(driver, fake_engine):
+    """`include_usage` off (or a stream aborted at its end): the finish chunk is not lost."""
+    body = fake_engine.sse(chat_chunk("Hi"), chat_chunk("!", "stop"), b"[DONE]")
+    fake_engine.on("POST", "/v1/chat/completions", httpx.Response(200, content=body))
+    request = GenerateRequest(rid="r1", adapter="ad-v1", messages=CHAT, include_usage=False)
+    chunks = await collect(driver, request)
+    assert chunks == [GenerateChunk("Hi"), GenerateChunk("!", "stop")]
