@@ -1,8 +1,10 @@
 """The long-lived parts of an API process, built at startup and stopped at shutdown.
 
 Everything the request handlers reach through `app.state`: the key authenticator, the
-object store, Redis, the engine registry and its health poller, the node disk cache, the
-gateway and the usage recorder (with its flush task).
+object store, Redis (without `redis_url`, the embedded mode's in-process stand-in from
+`loraplex.redis_client`, so quotas and resumable streams work the same), the engine
+registry and its health poller, the node disk cache, the gateway and the usage recorder
+(with its flush task).
 """
 
 from __future__ import annotations
@@ -14,7 +16,6 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
-import redis.asyncio as aioredis
 from advanced_alchemy.extensions.litestar import SQLAlchemyAsyncConfig
 
 from loraplex.adapters.errors import StoreError
@@ -30,6 +31,7 @@ from loraplex.gateway.resume import ResumableStreams
 from loraplex.gateway.routing import EngineRouter
 from loraplex.gateway.service import Gateway
 from loraplex.gateway.usage import SqlUsageWriter, UsageRecorder
+from loraplex.redis_client import open_redis
 from loraplex.serving.disk_cache import DiskCache
 from loraplex.serving.live import (
     AliasWatcher,
@@ -89,9 +91,8 @@ async def running(state: Any, settings: Settings, db: SQLAlchemyAsyncConfig) -> 
         await anyio.to_thread.run_sync(state.store.check)
     except StoreError as exc:
         log.warning("object store not ready at startup: %s", exc)
-    state.redis = (
-        aioredis.from_url(settings.redis_url, socket_timeout=2) if settings.redis_url else None
-    )
+    # The real Redis, or the process's in-process stand-in when there is no URL (embedded).
+    state.redis = open_redis(settings.redis_url, socket_timeout=2)
     state.sign_in_throttle = SignInThrottle(settings.login_attempts_per_minute, settings.redis_url)
     state.registry = EngineRegistry.from_settings(settings, session_factory=sessions)
     state.disk_cache = DiskCache(
@@ -101,18 +102,18 @@ async def running(state: Any, settings: Settings, db: SQLAlchemyAsyncConfig) -> 
     state.tenant_limits = TenantLimits(sessions)
     state.placement = live_placement(state, settings, sessions)
     router = EngineRouter(state.registry, state.disk_cache, state.placement)
-    state.admission = None
-    if settings.redis_url:
-        state.admission = Admission(
-            settings.redis_url,
-            lease_s=settings.concurrency_lease_s,
-            fail_mode=settings.ratelimit_fail_mode,
-            timeout_s=settings.ratelimit_redis_timeout_s,  # type: ignore[arg-type]
-            overload=AdmissionController(budget_s=settings.admission_ttft_budget_s),
-        )
+    # With a URL, Admission makes its own client (short connect timeout, one retry); embedded,
+    # it shares the process's stand-in, so the same scripts enforce the same quotas.
+    state.admission = Admission(
+        settings.redis_url or state.redis,
+        lease_s=settings.concurrency_lease_s,
+        fail_mode=settings.ratelimit_fail_mode,
+        timeout_s=settings.ratelimit_redis_timeout_s,
+        overload=AdmissionController(budget_s=settings.admission_ttft_budget_s),
+    )
     gate = AdmissionGate(
         state.admission,
-        state.admission.overload if state.admission else None,
+        state.admission.overload,
         router,
         settings.admission_parallelism,
         settings.engine_max_in_flight,
@@ -121,10 +122,9 @@ async def running(state: Any, settings: Settings, db: SQLAlchemyAsyncConfig) -> 
     state.gateway = Gateway(
         ModelResolver(sessions), router, state.usage, stream_limits(settings), gate=gate
     )
-    if state.redis is not None:
-        state.gateway.resumable = ResumableStreams(
-            state.redis, settings.resume_window_s, settings.stream_heartbeat_s
-        )
+    state.gateway.resumable = ResumableStreams(
+        state.redis, settings.resume_window_s, settings.stream_heartbeat_s
+    )
     state.job_queue = JobQueue(make_celery(settings))
     await state.registry.start()
     await state.placement.start()
@@ -137,7 +137,5 @@ async def running(state: Any, settings: Settings, db: SQLAlchemyAsyncConfig) -> 
         await state.usage.stop()
         with contextlib.suppress(asyncio.CancelledError):
             await usage_task
-        if state.admission is not None:
-            await state.admission.aclose()
-        if state.redis is not None:
-            await state.redis.aclose()
+        await state.admission.aclose()  # closes only a client of its own (the URL's)
+        await state.redis.aclose()

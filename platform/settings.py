@@ -41,6 +41,8 @@ class Settings:
     # Storage. The embedded default is a SQLite file and a local directory object store.
     database_url: str = "sqlite+aiosqlite:///./var/loraplex.db"
     redis_url: str = ""  # empty: in-process stand-ins (embedded mode only)
+    # Celery's broker; empty: Redis when `redis_url` is set, else files under data_dir/broker.
+    broker_url: str = ""
     data_dir: Path = Path("./var")
     object_store: str = "local"  # "local" | "s3"
     s3_endpoint_url: str = ""

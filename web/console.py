@@ -38,6 +38,12 @@ def provide_tenant_id(viewer: Viewer) -> UUID:
     return viewer.tenant_id
 
 
+def api_base(request: Request[Any, Any, Any]) -> str:
+    """The OpenAI-compatible API's base URL as this request reached us (`<scheme>://<host>/v1`,
+    under the app's root path if it has one): what a client passes as `base_url`."""
+    return f"{str(request.base_url).rstrip('/')}/v1"
+
+
 class ConsoleController(Controller):
     """`/console/...` for the users of one tenant."""
 
@@ -45,11 +51,17 @@ class ConsoleController(Controller):
     dependencies = {"tenant_id": Provide(provide_tenant_id, sync_to_thread=False)}
 
     @get("/", name="console.overview")
-    async def overview(self, tenant_id: UUID, db_session: AsyncSession) -> Template:
-        """Usage against quota, and tokens per hour over the last day."""
-        return Template(
-            "console/overview.html", context={"o": await reads.overview(db_session, tenant_id)}
-        )
+    async def overview(
+        self, request: Request[Any, Any, Any], tenant_id: UUID, db_session: AsyncSession
+    ) -> Template:
+        """How to call the tenant's adapters from code, usage against quota, and tokens per
+        hour over the last day."""
+        context = {
+            "o": await reads.overview(db_session, tenant_id),
+            "start": await reads.get_started(db_session, tenant_id),
+            "api_base": api_base(request),
+        }
+        return Template("console/overview.html", context=context)
 
     @get("/usage.csv", name="console.usage_csv")
     async def usage_csv(

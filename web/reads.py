@@ -16,6 +16,7 @@ from advanced_alchemy.filters import OrderBy
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from loraplex.auth.principal import Scope
 from loraplex.control.adapters.aliases import AliasService
 from loraplex.control.adapters.schemas import AliasOut, VersionOut
 from loraplex.control.adapters.versions import VersionService, stored_bytes
@@ -332,3 +333,80 @@ async def all_jobs(session: AsyncSession, limit: int = 200) -> list[tuple[str, F
         .limit(limit)
     )
     return [(slug, job) for slug, job in rows]
+
+
+GET_STARTED_MODELS = 3  # model names the overview's "Get started" card lists
+
+
+@dataclass(frozen=True)
+class GetStarted:
+    """What the overview's "Get started" card needs to show a tenant how to call its own
+    adapters from code: never a key's secret, only the prefix of one it may infer with."""
+
+    key_prefix: str | None  # the newest usable inference key's stored prefix
+    models: list[str]  # up to GET_STARTED_MODELS model ids, as `/v1/models` names them
+    adapters: int  # how many adapters the tenant has (servable or not)
+
+    @property
+    def key_hint(self) -> str | None:
+        """The key as it begins (`lpx_<prefix>_…`), enough to tell it apart, not to use it."""
+        return f"lpx_{self.key_prefix}_…" if self.key_prefix else None
+
+    @property
+    def model(self) -> str | None:
+        """The model the snippets call."""
+        return self.models[0] if self.models else None
+
+
+async def get_started(
+    session: AsyncSession, tenant_id: UUID, now: datetime | None = None
+) -> GetStarted:
+    """The tenant's newest live inference key (prefix only) and up to three model ids a
+    client can send now: `<adapter>@<alias>` per alias (`prod` first), or `<adapter>` for
+    an adapter with a ready version and no alias (the gateway serves its newest ready one)."""
+    now = now or datetime.now(UTC)
+    keys = await session.scalars(
+        select(ApiKey)
+        .where(ApiKey.tenant_id == tenant_id, ApiKey.revoked_at.is_(None))
+        .order_by(ApiKey.created_at.desc())
+    )
+    prefix = next(
+        (
+            k.prefix
+            for k in keys
+            if Scope.INFERENCE in (k.scopes or []) and (k.expires_at is None or k.expires_at > now)
+        ),
+        None,
+    )
+    adapters = (
+        await session.execute(
+            select(Adapter.id, Adapter.name)
+            .where(Adapter.tenant_id == tenant_id)
+            .order_by(Adapter.name)
+        )
+    ).all()
+    aliases: dict[UUID, list[str]] = {}
+    for adapter_id, alias in await session.execute(
+        select(AdapterAlias.adapter_id, AdapterAlias.name)
+        .join(Adapter, Adapter.id == AdapterAlias.adapter_id)
+        .where(Adapter.tenant_id == tenant_id)
+        .order_by(AdapterAlias.name != "prod", AdapterAlias.name)
+    ):
+        aliases.setdefault(adapter_id, []).append(alias)
+    ready = set(
+        (
+            await session.scalars(
+                select(AdapterVersion.adapter_id)
+                .join(Adapter, Adapter.id == AdapterVersion.adapter_id)
+                .where(Adapter.tenant_id == tenant_id, AdapterVersion.status == VersionStatus.READY)
+                .distinct()
+            )
+        ).all()
+    )
+    models: list[str] = []
+    for adapter_id, name in adapters:
+        if adapter_id in aliases:
+            models.extend(f"{name}@{alias}" for alias in aliases[adapter_id])
+        elif adapter_id in ready:
+            models.append(name)
+    return GetStarted(prefix, models[:GET_STARTED_MODELS], len(adapters))

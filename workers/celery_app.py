@@ -1,4 +1,8 @@
-"""The Celery application: Redis broker, queues `train` (GPU workers) and `default`.
+"""The Celery application: queues `train` (GPU workers) and `default`.
+
+The broker is `LORAPLEX_BROKER_URL`, else Redis (`LORAPLEX_REDIS_URL`), else — the embedded
+mode of `loraplex up` — kombu's filesystem transport in `<data_dir>/broker`, which needs no
+server: the API, the worker and beat on one machine pass messages as files there.
 
 Built by `make_celery(settings)` — nothing connects at import time. Tasks are registered by
 name in `loraplex.workers.tasks`, and the API sends them by name (loraplex.finetune.queue),
@@ -6,6 +10,9 @@ so the API process never imports torch.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
 
 from celery import Celery
 from kombu import Queue
@@ -15,8 +22,10 @@ from loraplex.settings import Settings
 
 def make_celery(settings: Settings) -> Celery:
     """A Celery app for these settings, with queues, routes, beat schedule and tasks."""
-    app = Celery("loraplex", broker=settings.redis_url or "memory://", set_as_current=True)
+    url, transport_options = broker(settings)
+    app = Celery("loraplex", broker=url, set_as_current=True)
     app.conf.update(
+        broker_transport_options=transport_options,
         task_queues=(Queue("default"), Queue("train")),
         task_default_queue="default",
         task_routes={"loraplex.finetune.train": {"queue": "train"}},
@@ -36,3 +45,24 @@ def make_celery(settings: Settings) -> Celery:
     from loraplex.workers import tasks  # noqa: F401 - registers the tasks on this app
 
     return app
+
+
+def broker(settings: Settings) -> tuple[str, dict[str, Any]]:
+    """The broker URL and its transport options for these settings."""
+    url = settings.broker_url or settings.redis_url
+    if url:
+        return url, {}
+    folder = filesystem_broker_dir(settings.data_dir)
+    return "filesystem://", {
+        "data_folder_in": str(folder),
+        "data_folder_out": str(folder),
+        "processed_folder": str(folder / "processed"),
+        "store_processed": False,
+    }
+
+
+def filesystem_broker_dir(data_dir: Path) -> Path:
+    """The embedded broker's message folder (made if missing)."""
+    folder = data_dir / "broker"
+    (folder / "processed").mkdir(parents=True, exist_ok=True)
+    return folder

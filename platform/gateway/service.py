@@ -78,7 +78,7 @@ class Gateway:
         self.resolver, self.router, self.usage, self.limits = resolver, router, usage, limits
         self.gate = gate or AdmissionGate(None, None, router, parallelism=1)
         self.labeler = labeler or TenantLabeler()
-        self.resumable: ResumableStreams | None = None  # set when Redis is configured
+        self.resumable: ResumableStreams | None = None  # set by loraplex.runtime (always)
         self._writers: set[asyncio.Task[None]] = set()
         self._pumps: set[asyncio.Task[None]] = set()  # strong references until they end
 

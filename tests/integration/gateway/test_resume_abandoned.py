@@ -1,21 +1,32 @@
-"""An abandoned resumable stream stops its engine side, against the real Redis (no engine)."""
+"""An abandoned resumable stream stops its engine side, against the real Redis and the
+embedded mode's in-process stand-in (no engine)."""
 
 from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import AsyncIterator
 
+import pytest
 from redis.asyncio import Redis
 
 from loraplex.gateway.buffer import StreamBuffer
 from loraplex.gateway.relay import encode_events
 from loraplex.gateway.resume import ResumableStreams
 from loraplex.gateway.sse import ChunkEncoder
+from loraplex.redis_client import embedded_redis
 from tests.conftest import REDIS_URL
 
 
-async def test_nobody_reading_for_the_window_cancels_the_engine_side() -> None:
-    redis = Redis.from_url(REDIS_URL)
+@pytest.fixture(params=["redis", "embedded"])
+async def redis(request: pytest.FixtureRequest) -> AsyncIterator[Redis]:
+    """The real Redis, then a fresh embedded stand-in."""
+    client = Redis.from_url(REDIS_URL) if request.param == "redis" else embedded_redis()
+    yield client
+    await client.aclose()
+
+
+async def test_nobody_reading_for_the_window_cancels_the_engine_side(redis: Redis) -> None:
     streams = ResumableStreams(redis, window_s=1.0, heartbeat_s=0.5)
     completion_id = f"cmpl-{uuid.uuid4().hex}"
     buffer = StreamBuffer(max_bytes=1 << 20)
@@ -42,4 +53,3 @@ async def test_nobody_reading_for_the_window_cancels_the_engine_side() -> None:
         assert engine.cancelled()
     finally:
         await redis.delete(f"lpx:sse:{completion_id}", f"lpx:sse:{completion_id}:tenant")
-        await redis.aclose()

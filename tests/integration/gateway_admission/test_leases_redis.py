@@ -1,4 +1,5 @@
-"""Concurrency slots as expiring leases in the real Redis, including a killed holder."""
+"""Concurrency slots as expiring leases, in the real Redis and in the embedded stand-in,
+including a killed holder (real Redis only)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,12 @@ import pytest
 
 from loraplex.gateway.admission import Admission, RateLimited, Ticket
 from tests.integration.gateway_admission import workers
-from tests.integration.gateway_admission.conftest import REDIS_URL, FakeClock
+from tests.integration.gateway_admission.conftest import (
+    REAL_REDIS_ONLY,
+    REDIS_URL,
+    Backend,
+    FakeClock,
+)
 
 SLOTS = {"concurrent_requests": 2, "concurrent_streams": 1}
 
@@ -60,8 +66,10 @@ async def test_an_unrenewed_lease_expires_after_the_lease_time(
     await admit(admission, "c")
 
 
-async def test_hold_renews_the_lease_past_the_lease_time(prefix: str, redis_client: object) -> None:
-    gate = Admission(REDIS_URL, key_prefix=prefix, lease_s=0.6)
+async def test_hold_renews_the_lease_past_the_lease_time(
+    backend: Backend, prefix: str, redis_client: object
+) -> None:
+    gate = backend.admission(key_prefix=prefix, lease_s=0.6)
     try:
         async with gate.hold(await admit(gate, "s1", stream=True)):
             await asyncio.sleep(1.0)  # past the lease: only renewals keep the slot
@@ -85,6 +93,7 @@ async def test_hold_gives_back_the_tokens_the_request_did_not_use(
     assert after.headers["x-ratelimit-remaining-tokens"] == "0"
 
 
+@REAL_REDIS_ONLY  # the holder is another OS process; the embedded stand-in is per process
 async def test_a_killed_replica_frees_its_streams_within_the_lease_time(
     prefix: str, redis_client: object
 ) -> None:

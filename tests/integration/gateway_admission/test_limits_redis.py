@@ -1,4 +1,5 @@
-"""Per-tenant rate limits in the real Redis: enforced, refilled, reconciled, and reported."""
+"""Per-tenant rate limits, in the real Redis and in the embedded stand-in: enforced, refilled,
+reconciled, and reported."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from loraplex.gateway.admission import (
     RateLimited,
     Ticket,
 )
-from tests.integration.gateway_admission.conftest import REDIS_URL, FakeClock
+from tests.integration.gateway_admission.conftest import Backend, FakeClock
 
 RPM = {"requests_per_minute": 3}
 TPM = {"tokens_per_minute": 1000}
@@ -171,9 +172,9 @@ async def test_quota_usage_gauges_show_the_fraction_in_use(admission: Admission)
 
 
 async def test_cold_loads_past_the_per_window_budget_are_refused_then_allowed_again(
-    prefix: str, redis_client: object
+    backend: Backend, prefix: str, redis_client: object
 ) -> None:
-    gate = Admission(REDIS_URL, key_prefix=prefix, window_s=1)
+    gate = backend.admission(key_prefix=prefix, window_s=1)
     limits = {"cold_loads_per_minute": 2}
     try:
         assert [await gate.charge_cold_load("t1", limits) for _ in range(3)] == [
@@ -188,10 +189,10 @@ async def test_cold_loads_past_the_per_window_budget_are_refused_then_allowed_ag
 
 
 async def test_overload_sheds_low_priority_with_503_before_spending_any_quota(
-    prefix: str, redis_client: object, clock: FakeClock
+    backend: Backend, prefix: str, redis_client: object, clock: FakeClock
 ) -> None:
-    gate = Admission(
-        REDIS_URL, key_prefix=prefix, clock=clock, overload=AdmissionController(budget_s=1.0)
+    gate = backend.admission(
+        key_prefix=prefix, clock=clock, overload=AdmissionController(budget_s=1.0)
     )
     limits = {"requests_per_minute": 1, "priority": 0}
     try:

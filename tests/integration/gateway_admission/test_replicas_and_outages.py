@@ -11,13 +11,14 @@ import pytest
 
 from loraplex.gateway.admission import Admission, LimiterUnavailable
 from tests.integration.gateway_admission import workers
-from tests.integration.gateway_admission.conftest import REDIS_URL
+from tests.integration.gateway_admission.conftest import REAL_REDIS_ONLY, REDIS_URL
 
 CLOSED_PORT_URL = "redis://127.0.0.1:1/0"
 TIMEOUT_S = 0.1
 LIMITS = {"requests_per_minute": 10, "concurrent_requests": 5}
 
 
+@REAL_REDIS_ONLY  # replicas are separate OS processes; the embedded stand-in is per process
 def test_two_replicas_enforce_one_requests_per_minute_limit_together(
     prefix: str, redis_client: object
 ) -> None:
@@ -50,6 +51,7 @@ def silent_port() -> Iterator[str]:
     server.close()
 
 
+# Redis down or hung is a network condition (closed and silent ports): real Redis clients only.
 async def test_redis_down_fails_closed_with_503_by_default() -> None:
     gate = Admission(CLOSED_PORT_URL, timeout_s=TIMEOUT_S)
     with pytest.raises(LimiterUnavailable) as refused:

@@ -1,0 +1,71 @@
+"""The embedded platform's engine: `loraplex engine start` logic, owned as a child of `up`."""
+
+from __future__ import annotations
+
+import platform
+from dataclasses import dataclass
+from pathlib import Path
+
+from loraplex.serving.engines.launcher import (
+    EngineConfig,
+    EngineStartError,
+    read_pid,
+    start_engine,
+    stop_engine,
+)
+from loraplex.up.children import ChildFailed, Say
+from loraplex.up.layout import Layout
+
+ENGINE_PORT = 8200  # not SGLang's 30000 nor the test suite's 8100-8110
+
+
+def engine_config(layout: Layout, port: int, host: str = "127.0.0.1") -> EngineConfig:
+    """The CPU engine of the embedded platform: SGLang, rank class 64, its state in the data
+    dir, its environment the project's shared `.venv-sglang` (installed once, reused)."""
+    return EngineConfig(
+        kind="sglang",
+        model_dir=layout.model_dir,
+        port=port,
+        host=host,
+        max_lora_rank=64,
+        state_dir=layout.engine_dir,
+    )
+
+
+def cannot_run_here() -> str | None:
+    """Why the CPU engine cannot run on this machine, or None when it can."""
+    if platform.system() != "Linux" or platform.machine() not in ("x86_64", "AMD64"):
+        here = f"{platform.system()} on {platform.machine()}"
+        return f"the CPU engine needs Linux on x86-64; this is {here}"
+    return None
+
+
+@dataclass
+class EngineChild:
+    """The engine process, started by the launcher (pid file and health wait)."""
+
+    config: EngineConfig
+    say: Say
+    name: str = "engine"
+
+    @property
+    def log(self) -> Path:
+        """The engine's output."""
+        return self.config.log_file
+
+    def start(self) -> None:
+        """Install (first run), start or reuse the engine, and wait for its health check."""
+        try:
+            info = start_engine(self.config, say=lambda line: self.say(f"  {line}"))
+        except EngineStartError as exc:
+            raise ChildFailed(self.name, str(exc)) from exc
+        how = "reused" if info.reused else f"started in {info.startup_s:.0f}s"
+        self.say(f"  engine {how}: {info.kind} at {info.url}, serving {info.served_model}")
+
+    def exit_code(self) -> int | None:
+        """None while the recorded engine process lives."""
+        return None if read_pid(self.config) is not None else -1
+
+    def stop(self) -> None:
+        """Stop the engine's whole process group."""
+        stop_engine(self.config, grace_s=15)
