@@ -57,6 +57,7 @@ def broker(settings: Settings) -> tuple[str, dict[str, Any]]:
         "data_folder_in": str(folder),
         "data_folder_out": str(folder),
         "processed_folder": str(folder / "processed"),
+        "control_folder": str(folder / "control"),  # default: ./control in the cwd
         "store_processed": False,
     }
 
@@ -64,5 +65,6 @@ def broker(settings: Settings) -> tuple[str, dict[str, Any]]:
 def filesystem_broker_dir(data_dir: Path) -> Path:
     """The embedded broker's message folder (made if missing)."""
     folder = data_dir / "broker"
-    (folder / "processed").mkdir(parents=True, exist_ok=True)
+    for sub in ("processed", "control"):
+        (folder / sub).mkdir(parents=True, exist_ok=True)
     return folder
