@@ -164,11 +164,13 @@ def start_platform(
     with step("worker and beat", timings):
         supervisor.start(worker_process(layout, env))
         supervisor.start(Process("beat", ["beat"], env, layout.log_of("beat")))
-    with step("demo adapters", timings):
-        for spec in ADAPTERS:
-            say(f"  {spec.persona} (rank {spec.rank})")
-            train_adapter(spec, layout.model_dir, adapter_dir(layout, spec),
-                          layout.log_of("adapters"))  # fmt: skip
+    untrained = [s for s in ADAPTERS if not adapter_dir(layout, s).exists()]
+    if untrained:
+        with step("demo adapters", timings):
+            for spec in untrained:
+                say(f"  training {spec.persona} (rank {spec.rank})")
+                train_adapter(spec, layout.model_dir, adapter_dir(layout, spec),
+                              layout.log_of("adapters"))  # fmt: skip
     with step("demo tenant", timings):
         credentials = seed_demo(api_url, operator_key, layout)
     if engine_thread is not None and engine is not None:
@@ -225,8 +227,10 @@ def check_data_dir(root: Path) -> None:
 
 
 def check_port(host: str, port: int, what: str, option: str) -> None:
-    """A clear error when `port` is taken."""
+    """A clear error when `port` is taken (by a listener: TIME_WAIT connections left by a
+    previous run do not count, as servers bind with SO_REUSEADDR)."""
     with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((host, port))
         except OSError as exc:
