@@ -59,6 +59,7 @@ class ConsoleController(Controller):
         context = {
             "o": await reads.overview(db_session, tenant_id),
             "start": await reads.get_started(db_session, tenant_id),
+            "starter": await reads.starter_tune(db_session, tenant_id),
             "api_base": api_base(request),
         }
         return Template("console/overview.html", context=context)

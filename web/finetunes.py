@@ -28,7 +28,7 @@ from loraplex.settings import Settings
 from loraplex.web import reads
 from loraplex.web.charts import LineChart, line_chart
 from loraplex.web.console import provide_tenant_id
-from loraplex.web.forms import convert, number
+from loraplex.web.forms import convert, decimal, number
 from loraplex.web.session import Viewer
 
 MAX_LOSS_POINTS = 2000  # events read for the loss curve
@@ -125,7 +125,10 @@ class FineTuneController(Controller):
         db_session: AsyncSession,
     ) -> Response[Any]:
         """Queue a job for the workers and open its page."""
-        hyper = {"n_epochs": number(form, "n_epochs") or "auto"}
+        hyper = {
+            "n_epochs": number(form, "n_epochs") or "auto",
+            "learning_rate_multiplier": decimal(form, "learning_rate_multiplier") or "auto",
+        }
         fields = {
             "model": form.get("model", ""),
             "training_file": form.get("training_file", ""),

@@ -26,6 +26,20 @@ def number(form: FormMultiDict, field: str) -> int | None:
     return int(raw)
 
 
+def decimal(form: FormMultiDict, field: str) -> float | None:
+    """A positive number from a form field; None when empty, 400 when not one."""
+    raw = str(form.get(field, "")).strip()
+    if not raw:
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not value > 0 or value == float("inf"):
+        raise InvalidInput(f"{field} must be a positive number, not '{raw[:20]}'", param=field)
+    return value
+
+
 def convert(value: Any, into: Any, param: str | None = None) -> Any:
     """Validate form values with the API's own schemas, as a 400 naming the field."""
     try:

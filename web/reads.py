@@ -33,6 +33,7 @@ from loraplex.db.models import (
     ApiKey,
     AuditEntry,
     BaseModel,
+    DatasetFile,
     FineTuneJob,
     Plan,
     Tenant,
@@ -40,6 +41,7 @@ from loraplex.db.models import (
     User,
     VersionStatus,
 )
+from loraplex.finetune.ids import FILE, public
 from loraplex.web.charts import BarChart, Meter, bar_chart
 
 HOURS = 24  # the tenant overview's chart
@@ -356,6 +358,38 @@ class GetStarted:
     def model(self) -> str | None:
         """The model the snippets call."""
         return self.models[0] if self.models else None
+
+
+# A first fine-tune that visibly changes the generated development model in about a minute
+# on a CPU worker (measured on 8 chat rows): OpenAI's "auto" (3 epochs at the base rate) is
+# tuned for real models and barely moves it.
+STARTER_HYPERPARAMETERS = {"n_epochs": 60, "learning_rate_multiplier": 15}
+
+
+@dataclass(frozen=True)
+class StarterTune:
+    """A one-click fine-tune offered on the overview: the tenant's newest training file."""
+
+    training_file: str  # its public id
+    filename: str
+    base_model: str
+    hyperparameters: dict[str, int]
+
+
+async def starter_tune(session: AsyncSession, tenant_id: UUID) -> StarterTune | None:
+    """The newest training file and the first base model, or None without either."""
+    row = (
+        await session.execute(
+            select(DatasetFile.id, DatasetFile.filename)
+            .where(DatasetFile.tenant_id == tenant_id, DatasetFile.method == "supervised")
+            .order_by(DatasetFile.created_at.desc())
+            .limit(1)
+        )
+    ).first()
+    models = await base_model_names(session)
+    if row is None or not models:
+        return None
+    return StarterTune(public(FILE, row.id), row.filename, models[0], STARTER_HYPERPARAMETERS)
 
 
 async def get_started(

@@ -107,3 +107,35 @@ async def test_a_tenant_without_adapters_is_told_so_and_sent_to_the_adapters_pag
     assert 'No adapters yet: <a href="/console/adapters">upload one' in card
     assert "data-snippet" not in card and "data-model-id" not in card
     assert 'href="/console/playground"' in card and 'href="/console/fine-tunes"' in card
+
+
+async def test_a_training_file_gets_a_one_click_fine_tune_with_the_starter_settings(
+    browser_client, make_tenant, make_user, operator: Api
+) -> None:
+    import json
+    import re
+
+    tenant = await make_tenant()
+    await sign_in(browser_client, (await make_user(tenant)).email, PASSWORD)
+    await ensure_tiny_base(operator)
+    assert "starter-tune" not in _card((await browser_client.get("/console/")).text)
+    rows = [{"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}]}]
+    uploaded = await browser_client.post(
+        "/console/fine-tunes/files",
+        files={"file": ("demo-chat.jsonl", json.dumps(rows[0]) + "\n", "application/jsonl")},
+        headers=htmx(browser_client),
+    )
+    assert uploaded.status_code == 201, uploaded.text
+
+    card = _card((await browser_client.get("/console/")).text)
+    assert "on demo-chat.jsonl</button>" in card
+    fields = dict(re.findall(r'<input type="hidden" name="([a-z_]+)" value="([^"]*)">', card))
+    started = await browser_client.post(
+        "/console/fine-tunes/", data=fields, headers=htmx(browser_client)
+    )
+
+    assert started.status_code == 201, started.text
+    job_id = started.headers["hx-redirect"].rsplit("/", 1)[1]
+    job = (await tenant.api.get(f"/v1/fine_tuning/jobs/{job_id}")).json()
+    assert job["hyperparameters"]["n_epochs"] == 60
+    assert job["hyperparameters"]["learning_rate_multiplier"] == 15
