@@ -35,8 +35,9 @@ class Layout:
 
     @property
     def engine_dir(self) -> Path:
-        """The engine's pid file, log and record."""
-        return self.root / "engine"
+        """The engine's pid file, log and record (not `engine/`, which `loraplex engine start`
+        uses by default for a development engine of its own)."""
+        return self.root / "engine-up"
 
     @property
     def demo_dir(self) -> Path:
@@ -62,5 +63,5 @@ class Layout:
         it takes minutes and holds no state)."""
         names = ("loraplex.db", "loraplex.db-wal", "loraplex.db-shm", "objects", "cache",
                  "uploads", "broker", "celerybeat-schedule", "operator.key", "models",
-                 "engine", "demo", "logs", "credentials.json")  # fmt: skip
+                 "engine-up", "demo", "logs", "credentials.json")  # fmt: skip
         return [self.root / name for name in names]
