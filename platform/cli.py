@@ -52,6 +52,11 @@ def api(
     if migrate:
         migrations.upgrade(settings.database_url)
     host, port = host or settings.host, port or settings.port
+    if (workers or settings.workers) > 1 and not settings.redis_url:
+        raise click.UsageError(
+            "without LORAPLEX_REDIS_URL each API worker process would keep its own quotas "
+            "(the in-process Redis stand-in); set LORAPLEX_REDIS_URL to run several workers"
+        )
     sock = listening_socket(host, port, settings.socket_sndbuf_bytes)
     click.echo(f"Loraplex API listening on http://{host}:{port} (OpenAPI at /schema)")
     uvicorn.run(
