@@ -14,6 +14,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -67,6 +68,7 @@ class Process:
     log: Path
     ready: Callable[[], bool] = lambda: True  # polled after the start
     ready_timeout_s: float = 60.0
+    pid_file: Path | None = None  # records the group, for `stop_leftovers` after a crash
     proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
@@ -81,6 +83,9 @@ class Process:
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
             )
+        if self.pid_file is not None:
+            self.pid_file.parent.mkdir(parents=True, exist_ok=True)
+            self.pid_file.write_text(str(self.proc.pid))
         deadline = time.monotonic() + self.ready_timeout_s
         while not self.ready():
             if self.proc.poll() is not None:
@@ -100,6 +105,30 @@ class Process:
         stop_group(self.proc.pid, lambda: self.proc is not None and self.proc.poll() is None)
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(1)
+        if self.pid_file is not None:
+            self.pid_file.unlink(missing_ok=True)
+
+
+def stop_leftovers(pid_dir: Path) -> list[str]:
+    """Stop the process groups a previous `up` recorded and never stopped (it was killed
+    with SIGKILL, or its machine lost power); return their names."""
+    stopped = []
+    for pid_file in sorted(pid_dir.glob("*.pid")):
+        with contextlib.suppress(OSError, ValueError):
+            pgid = int(pid_file.read_text().strip())
+            # A recycled pid belongs to someone else: only stop one running our command.
+            if b"loraplex.cli" in Path(f"/proc/{pgid}/cmdline").read_bytes():
+                stop_group(pgid, lambda pgid=pgid: _alive(pgid))
+                stopped.append(pid_file.stem)
+        pid_file.unlink(missing_ok=True)
+    return stopped
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[0] != "Z"
+    except OSError:
+        return False
 
 
 def stop_group(pgid: int, alive: Callable[[], bool], grace_s: float = STOP_GRACE_S) -> None:
@@ -116,7 +145,7 @@ def stop_group(pgid: int, alive: Callable[[], bool], grace_s: float = STOP_GRACE
 
 @dataclass
 class Supervisor:
-    """Starts children in order, restarts the ones that die, stops all in reverse."""
+    """Starts children in order, restarts the ones that die, stops them all together."""
 
     say: Say
     children: list[Child] = field(default_factory=list)
@@ -149,11 +178,19 @@ class Supervisor:
             self.say(f"  {child.name} is back")
 
     def stop_all(self) -> None:
-        """Stop every child, the last started first."""
-        for child in reversed(self.children):
-            with contextlib.suppress(Exception):
-                child.stop()
+        """Stop every child at once (each waits out its own grace period), so the whole stop
+        takes as long as the slowest child, not their sum."""
+        stoppers = [threading.Thread(target=_quietly, args=(c.stop,)) for c in self.children]
+        for stopper in stoppers:
+            stopper.start()
+        for stopper in stoppers:
+            stopper.join()
         self.children.clear()
+
+
+def _quietly(stop: Callable[[], None]) -> None:
+    with contextlib.suppress(Exception):
+        stop()
 
 
 def tail(path: Path, lines: int = 15) -> str:

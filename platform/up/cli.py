@@ -27,7 +27,7 @@ import httpx
 
 from loraplex.serving.engines.launcher import EngineConfig, read_pid, stop_engine
 from loraplex.settings import Settings
-from loraplex.up.children import ChildFailed, Process, Supervisor, tail
+from loraplex.up.children import ChildFailed, Process, Supervisor, stop_leftovers, tail
 from loraplex.up.demo import (
     ADAPTERS,
     Credentials,
@@ -106,6 +106,9 @@ def up(
             f'elsewhere, e.g.\n  LORAPLEX_ENGINES=\'[{{"name": "gpu-1", "url": '
             f'"http://gpu-host:30000", "kind": "sglang", "base_model": "{BASE_MODEL}"}}]\''
         )
+    left = stop_leftovers(layout.pids)
+    if left:
+        say(f"- stopped what a previous run left running: {', '.join(left)}")
     check_port(settings.host, settings.port, "API", "--port or LORAPLEX_PORT")
     if engine is not None and not _our_engine_runs(engine):
         check_port(engine.host, engine.port, "engine", "--engine-port")
@@ -163,7 +166,8 @@ def start_platform(
         supervisor.start(api_process(settings, layout, env, api_url))
     with step("worker and beat", timings):
         supervisor.start(worker_process(layout, env))
-        supervisor.start(Process("beat", ["beat"], env, layout.log_of("beat")))
+        beat = Process("beat", ["beat"], env, layout.log_of("beat"), pid_file=layout.pid_of("beat"))
+        supervisor.start(beat)
     untrained = [s for s in ADAPTERS if not adapter_dir(layout, s).exists()]
     if untrained:
         with step("demo adapters", timings):
@@ -278,10 +282,11 @@ def ensure_operator(settings: Settings, layout: Layout, credentials: Credentials
         config = sqlalchemy_config(settings)
         try:
             async with config.get_session() as session:
-                key = None
-                if not path.exists():
-                    key = await create_operator(session, credentials.operator_email, "operator")
+                if path.exists():
+                    return None
                 email, password = credentials.operator_email, credentials.operator_password
+                key = await create_operator(session, email, "operator")
+                # Once, with the key: a new hash would end the operator's console sessions.
                 await set_password(session, email, password)
                 await session.commit()
                 return key
@@ -323,7 +328,9 @@ def api_process(settings: Settings, layout: Layout, env: dict[str, str], url: st
             return False
 
     args = ["api", "--host", settings.host, "--port", str(settings.port)]
-    return Process("api", args, env, layout.log_of("api"), ready=healthy)
+    return Process(
+        "api", args, env, layout.log_of("api"), ready=healthy, pid_file=layout.pid_of("api")
+    )
 
 
 def worker_process(layout: Layout, env: dict[str, str]) -> Process:
@@ -338,7 +345,9 @@ def worker_process(layout: Layout, env: dict[str, str]) -> Process:
         return False
 
     args = ["worker", "-Q", "train,default", "-c", "1", "-n", "loraplex@embedded"]
-    return Process("worker", args, env, log, ready=ready, ready_timeout_s=120)
+    return Process(
+        "worker", args, env, log, ready=ready, ready_timeout_s=120, pid_file=layout.pid_of("worker")
+    )
 
 
 def seed_demo(api_url: str, operator_key: str, layout: Layout) -> Credentials:

@@ -54,6 +54,15 @@ class Layout:
         """The demo logins and key (owner-only)."""
         return self.root / "credentials.json"
 
+    @property
+    def pids(self) -> Path:
+        """One pid file per running child (the engine's is in `engine_dir`)."""
+        return self.root / "run"
+
+    def pid_of(self, name: str) -> Path:
+        """The pid file of child `name`."""
+        return self.pids / f"{name}.pid"
+
     def log_of(self, name: str) -> Path:
         """The log file of child `name`."""
         return self.logs / f"{name}.log"
@@ -63,5 +72,5 @@ class Layout:
         it takes minutes and holds no state)."""
         names = ("loraplex.db", "loraplex.db-wal", "loraplex.db-shm", "objects", "cache",
                  "uploads", "broker", "celerybeat-schedule", "operator.key", "models",
-                 "engine-up", "demo", "logs", "credentials.json")  # fmt: skip
+                 "engine-up", "demo", "logs", "run", "credentials.json")  # fmt: skip
         return [self.root / name for name in names]

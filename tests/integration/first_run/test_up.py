@@ -228,3 +228,32 @@ def test_sigint_stops_every_child_and_a_second_run_keeps_the_data(
         assert [j.id for j in again.fine_tuning.jobs.list().data] == jobs_before
     finally:
         stop_up(second)
+
+
+def test_after_up_is_killed_outright_the_next_run_stops_its_leftovers_and_serves(
+    first_run: Up, ports: tuple[int, int]
+) -> None:
+    data_dir = Path(first_run.printed("Kept in").split()[0]).parent
+    crashed = start_up(data_dir, *ports)
+    orphans = crashed.descendants()
+    crashed.proc.kill()  # SIGKILL: no chance to stop its children, which keep the ports
+    crashed.proc.wait(10)
+    assert any(alive(pid) for pid in orphans)
+
+    third = start_up(data_dir, *ports)
+    try:
+        assert any("a previous run left running" in line for line in third.lines), third.lines
+        reply = sdk(third).chat.completions.create(
+            model=ADAPTERS[0].model,
+            messages=[{"role": "user", "content": QUESTION}],
+            temperature=0,
+            max_tokens=16,
+        )
+        assert (
+            reply.choices[0].message.content == dict(adapter_examples(ADAPTERS[0].seed))[QUESTION]
+        )
+    finally:
+        stop_up(third)
+    time.sleep(1)
+    assert not [pid for pid in orphans if alive(pid)], "a killed run's children are still running"
+    assert all(port_free(port) for port in ports), "a port is still bound"
