@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from loraplex.serving.engines.launcher import process_alive
+
 Say = Callable[[str], None]
 MAX_RESTARTS = 3
 RESTART_WINDOW_S = 300.0
@@ -118,17 +120,10 @@ def stop_leftovers(pid_dir: Path) -> list[str]:
             pgid = int(pid_file.read_text().strip())
             # A recycled pid belongs to someone else: only stop one running our command.
             if b"loraplex.cli" in Path(f"/proc/{pgid}/cmdline").read_bytes():
-                stop_group(pgid, lambda pgid=pgid: _alive(pgid))
+                stop_group(pgid, lambda pgid=pgid: process_alive(pgid))
                 stopped.append(pid_file.stem)
         pid_file.unlink(missing_ok=True)
     return stopped
-
-
-def _alive(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def stop_group(pgid: int, alive: Callable[[], bool], grace_s: float = STOP_GRACE_S) -> None:

@@ -189,7 +189,8 @@ class _background(threading.Thread):
 
     def __init__(self, work: Callable[[], None]):
         super().__init__(daemon=True)
-        self.work, self.error = work, None
+        self.work = work
+        self.error: BaseException | None = None
         self.start()
 
     def run(self) -> None:
@@ -213,7 +214,7 @@ def embedded_settings(settings: Settings, port: int | None) -> Settings:
         changes["database_url"] = layout.database_url
     if port is not None:
         changes["port"] = port
-    return replace(settings, **changes)  # type: ignore[arg-type]
+    return replace(settings, **changes)
 
 
 def check_data_dir(root: Path) -> None:

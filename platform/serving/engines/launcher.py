@@ -311,7 +311,7 @@ def _wait_healthy(
     while time.monotonic() < deadline:
         if is_healthy(config.url):
             return
-        exited = process.poll() is not None if process else not _is_alive(pid)
+        exited = process.poll() is not None if process else not process_alive(pid)
         if exited:
             raise EngineStartError(f"engine exited during startup:\n{_log_tail(config)}")
         time.sleep(0.5)
@@ -327,9 +327,9 @@ def stop_engine(config: EngineConfig, grace_s: float = 30.0) -> bool:
     with contextlib.suppress(ProcessLookupError):
         os.killpg(pid, signal.SIGTERM)
     deadline = time.monotonic() + grace_s
-    while _is_alive(pid) and time.monotonic() < deadline:
+    while process_alive(pid) and time.monotonic() < deadline:
         time.sleep(0.2)
-    if _is_alive(pid):
+    if process_alive(pid):
         with contextlib.suppress(ProcessLookupError):
             os.killpg(pid, signal.SIGKILL)
     config.pid_file.unlink(missing_ok=True)
@@ -337,7 +337,7 @@ def stop_engine(config: EngineConfig, grace_s: float = 30.0) -> bool:
     return True
 
 
-def _is_alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
     """Whether process `pid` exists and is not a zombie."""
     try:
         status = Path(f"/proc/{pid}/stat").read_text()

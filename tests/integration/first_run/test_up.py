@@ -26,6 +26,7 @@ from openai import OpenAI
 
 from loraplex.bench.server import free_port
 from loraplex.dev.corpus import adapter_examples
+from loraplex.serving.engines.launcher import process_alive
 from loraplex.up.demo import ADAPTERS, QUESTION, TRAINING_FILE, TRAINING_SEED
 
 pytestmark = pytest.mark.engine
@@ -100,15 +101,6 @@ def stop_up(up: Up) -> set[int]:
         os.killpg(os.getpgid(up.proc.pid), signal.SIGKILL)
         raise
     return children
-
-
-def alive(pid: int) -> bool:
-    """Whether `pid` is a live (not zombie) process."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[-1].split()[0] != "Z"
 
 
 def port_free(port: int) -> bool:
@@ -211,7 +203,7 @@ def test_sigint_stops_every_child_and_a_second_run_keeps_the_data(
     assert len(children) >= 4, "api, worker, beat and engine should have been running"
     time.sleep(1)
     assert first_run.proc.returncode == 0, "\n".join(first_run.lines[-20:])
-    assert not [pid for pid in children if alive(pid)], "children left running"
+    assert not [pid for pid in children if process_alive(pid)], "children left running"
     assert all(port_free(port) for port in ports), "a port is still bound"
 
     data_dir = Path(first_run.printed("Kept in").split()[0]).parent
@@ -238,7 +230,7 @@ def test_after_up_is_killed_outright_the_next_run_stops_its_leftovers_and_serves
     orphans = crashed.descendants()
     crashed.proc.kill()  # SIGKILL: no chance to stop its children, which keep the ports
     crashed.proc.wait(10)
-    assert any(alive(pid) for pid in orphans)
+    assert any(process_alive(pid) for pid in orphans)
 
     third = start_up(data_dir, *ports)
     try:
@@ -255,5 +247,7 @@ def test_after_up_is_killed_outright_the_next_run_stops_its_leftovers_and_serves
     finally:
         stop_up(third)
     time.sleep(1)
-    assert not [pid for pid in orphans if alive(pid)], "a killed run's children are still running"
+    assert not [pid for pid in orphans if process_alive(pid)], (
+        "a killed run's children are still running"
+    )
     assert all(port_free(port) for port in ports), "a port is still bound"
