@@ -23,6 +23,7 @@ from loraplex.auth.middleware import BearerKeyMiddleware
 from loraplex.control.adapters.controller import AdapterController
 from loraplex.control.audit.controller import AuditController
 from loraplex.control.base_models.controller import BaseModelController
+from loraplex.control.engines.agents import AgentController
 from loraplex.control.engines.controller import EngineController
 from loraplex.control.engines.placement import PlacementController
 from loraplex.control.health import HealthController
@@ -50,6 +51,7 @@ CONTROLLERS: list[type] = [
     AuditController,
     UsageController,
     EngineController,
+    AgentController,
     PlacementController,
     InferenceController,
     FineTuningController,
@@ -95,7 +97,14 @@ def create_app(settings: Settings | None = None) -> Litestar:
             prometheus.middleware,
             DefineMiddleware(
                 BearerKeyMiddleware,
-                exclude=["^/healthz", "^/readyz", "^/metrics", "^/schema", *WEB_PATHS],
+                exclude=[
+                    "^/healthz",
+                    "^/readyz",
+                    "^/metrics",
+                    "^/schema",
+                    "^/api/v1/agents/",
+                    *WEB_PATHS,
+                ],
             ),
         ],
         guards=[check_access],

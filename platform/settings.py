@@ -74,6 +74,11 @@ class Settings:
     # Shared bearer token between API processes and `loraplex agent`s; empty: the agent
     # serves loopback only (see serving/agent_app.py).
     agent_token: str = ""
+    # Self-registered engines (`loraplex agent --register-with`): how often agents heartbeat,
+    # after how long without one an engine leaves the rotation, and when it is forgotten.
+    agent_heartbeat_s: float = 5.0
+    agent_stale_after_s: float = 20.0
+    agent_forget_after_s: float = 300.0
 
     # Serving.
     engines: tuple[EngineEndpoint, ...] = field(default_factory=tuple)

@@ -5,7 +5,8 @@ Every route declares `opt={"access": ...}`:
 - `session`: the browser UI, which checks its own session cookie (loraplex.web.session);
 - `operator`: operator keys only; a tenant key gets 403;
 - `tenant`: operator keys, or a tenant key holding the route's scope. When the path has a
-  `tenant_id`, a key of another tenant gets 404 — the object does not exist for it.
+  `tenant_id`, a key of another tenant gets 404 — the object does not exist for it;
+- `agent`: the shared `LORAPLEX_AGENT_TOKEN` (engines registering themselves), no API key.
 A route without a declaration is refused, so a new route cannot ship unguarded.
 """
 
@@ -17,12 +18,14 @@ from uuid import UUID
 from litestar.connection import ASGIConnection
 from litestar.handlers.base import BaseRouteHandler
 
+from loraplex.auth.agent_token import check_agent_token
 from loraplex.auth.principal import Principal, Scope
 from loraplex.errors import Forbidden, NotFound
 
 PUBLIC = {"access": "public"}
 SESSION = {"access": "session"}
 OPERATOR = {"access": "operator"}
+AGENT = {"access": "agent"}
 
 
 def tenant(scope: str | None = None) -> dict[str, Any]:
@@ -40,6 +43,9 @@ async def check_access(
     """
     access = handler.opt.get("access")
     if access in ("public", "session"):
+        return
+    if access == "agent":
+        check_agent_token(connection.headers, connection.app.state.settings.agent_token)
         return
     principal = connection.scope.get("user")
     if not isinstance(principal, Principal):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 import click
@@ -28,6 +29,40 @@ import click
 @click.option(
     "--cache-bytes", type=int, default=None, help="Cache budget [default: disk_cache_bytes]."
 )
+@click.option(
+    "--register-with",
+    "api_url",
+    default=None,
+    help="API base URL to register this engine with (and heartbeat to); without it, "
+    "register the engine by hand with agent_url pointing here.",
+)
+@click.option("--name", default=None, help="Engine name [default: this host's name].")
+@click.option(
+    "--advertise-url",
+    default=None,
+    help="This agent's URL as API processes reach it [default: http://HOST:PORT].",
+)
+@click.option(
+    "--engine-advertise-url",
+    default=None,
+    help="The engine's URL as API processes reach it [default: --engine-url].",
+)
+@click.option("--base-model", default=None, help="The base model the engine serves.")
+@click.option("--max-lora-rank", type=int, default=64, show_default=True, help="Rank class.")
+@click.option(
+    "--gpu-slots",
+    type=int,
+    default=8,
+    show_default=True,
+    help="SGLang --max-loras-per-batch / vLLM --max-loras.",
+)
+@click.option(
+    "--host-slots",
+    type=int,
+    default=32,
+    show_default=True,
+    help="SGLang --max-loaded-loras / vLLM --max-cpu-loras.",
+)
 def agent(
     engine_url: str,
     engine_kind: str,
@@ -35,17 +70,27 @@ def agent(
     port: int,
     cache_dir: Path | None,
     cache_bytes: int | None,
+    api_url: str | None,
+    name: str | None,
+    advertise_url: str | None,
+    engine_advertise_url: str | None,
+    base_model: str | None,
+    max_lora_rank: int,
+    gpu_slots: int,
+    host_slots: int,
 ) -> None:
     """Serve /load, /unload and /adapters for this node's engine; own its disk cache.
 
-    The object store comes from the usual LORAPLEX_* settings. Register the engine with
-    `agent_url` pointing here and the gateway loads and unloads through this agent; callers
-    must send LORAPLEX_AGENT_TOKEN as a bearer token.
+    The object store comes from the usual LORAPLEX_* settings. With --register-with, the
+    agent registers its engine with the API, heartbeats, re-registers after an engine
+    restart (placement then loads back what it held) and deregisters on shutdown. Callers
+    must send LORAPLEX_AGENT_TOKEN as a bearer token, and so does the agent to the API.
     """
     import uvicorn
 
     from loraplex.api.deps import open_object_store
     from loraplex.serving.agent_app import AgentExposed, check_bind, create_agent_app
+    from loraplex.serving.agent_registration import Registrar, Registration
     from loraplex.serving.disk_cache import DiskCache
     from loraplex.serving.engines import make_driver
     from loraplex.serving.live.ops import LocalOps
@@ -74,5 +119,25 @@ def agent(
         driver=make_driver(engine_kind, engine_url),
         healthy=True,
     )
-    app = create_agent_app(handle, LocalOps(cache), settings.agent_token)
+    registrar = None
+    if api_url:
+        if not settings.agent_token or not base_model:
+            raise click.UsageError(
+                "--register-with needs LORAPLEX_AGENT_TOKEN (the API's) and --base-model"
+            )
+        registration = Registration(
+            name=name or socket.gethostname().lower(),
+            url=engine_advertise_url or engine_url,
+            kind=engine_kind,
+            base_model=base_model,
+            agent_url=advertise_url or f"http://{host}:{port}",
+            max_lora_rank=max_lora_rank,
+            gpu_slots=gpu_slots,
+            host_slots=host_slots,
+        )
+        registrar = Registrar(
+            api_url, settings.agent_token, registration, f"{engine_url.rstrip('/')}/health",
+            heartbeat_s=settings.agent_heartbeat_s,
+        )  # fmt: skip
+    app = create_agent_app(handle, LocalOps(cache), settings.agent_token, registrar)
     uvicorn.run(app, host=host, port=port)

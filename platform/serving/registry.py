@@ -3,7 +3,9 @@
 Engines come from two places: `LORAPLEX_ENGINES` (fixed for the life of the process) and the
 `engines` table (registered through `/api/v1/engines`, re-read periodically so every API
 replica converges). A background task probes each one; an engine that stops answering
-leaves `candidates()` and comes back when it answers again.
+leaves `candidates()` and comes back when it answers again. An engine its agent registered
+also leaves them while the agent is silent, and is deleted once it has been silent long
+enough (agent_liveness.py).
 """
 
 from __future__ import annotations
@@ -16,12 +18,14 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import delete, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from loraplex.db.models import BaseModel, Engine
+from loraplex.serving.agent_liveness import AgentState, agent_state
 from loraplex.serving.engines import EngineDriver, EngineLoad, make_driver
 from loraplex.serving.health import HealthRule
 from loraplex.serving.poller import HealthPoller, SessionFactory
@@ -63,6 +67,7 @@ class EngineHandle:
     engine_load: EngineLoad | None = None
     source: EngineSource = EngineSource.DATABASE
     agent_url: str = ""
+    agent: AgentState = AgentState.OPERATOR  # STALE keeps it out of rotation
     # Engine-side name -> the load in progress, so concurrent requests share one load.
     loading: dict[str, asyncio.Task[Any]] = field(default_factory=dict, repr=False)
 
@@ -73,6 +78,11 @@ class EngineHandle:
         if getattr(self.driver, "base_takes_a_slot", False) and self.gpu_slots > 1:
             return self.gpu_slots - 1
         return self.gpu_slots
+
+    @property
+    def in_rotation(self) -> bool:
+        """Whether requests may go to it: it answers, and its agent (if any) is heard."""
+        return self.healthy and self.agent is not AgentState.STALE
 
     @property
     def persisted(self) -> bool:
@@ -130,13 +140,20 @@ class EngineRegistry:
         probe_timeout_s: float = 5.0,
         heartbeat_every_s: float = 30.0,
         db_sync_every_s: float = 30.0,
+        agent_stale_after_s: float = 20.0,
+        agent_forget_after_s: float = 300.0,
         clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         self.interval_s = interval_s
         self.session_factory = session_factory
         self.driver_factory = driver_factory
-        self.db_sync_every_s = db_sync_every_s
-        self.clock = clock
+        # Often enough that a silent agent's engine leaves rotation about on time.
+        self.db_sync_every_s = min(db_sync_every_s, agent_stale_after_s / 2)
+        self.agent_stale_after_s, self.agent_forget_after_s = (
+            agent_stale_after_s, agent_forget_after_s,
+        )  # fmt: skip
+        self.clock, self.wall_clock = clock, wall_clock
         self.poller = HealthPoller(
             rule=rule,
             probe_timeout_s=probe_timeout_s,
@@ -162,6 +179,8 @@ class EngineRegistry:
             interval_s=settings.engine_health_interval_s,
             session_factory=session_factory,
             driver_factory=driver_factory,
+            agent_stale_after_s=settings.agent_stale_after_s,
+            agent_forget_after_s=settings.agent_forget_after_s,
         )
         for endpoint in settings.engines:
             registry.add(handle_from_endpoint(endpoint, driver_factory))
@@ -194,7 +213,7 @@ class EngineRegistry:
 
     def candidates(self, base_model: str) -> list[EngineHandle]:
         """Healthy engines serving `base_model` (by name): the ones a request may go to."""
-        return [h for h in self.all() if h.healthy and h.base_model == base_model]
+        return [h for h in self.all() if h.in_rotation and h.base_model == base_model]
 
     async def mark_unhealthy(self, engine_id: str, reason: str) -> None:
         """Take an engine out of rotation now (it failed a request); the poller brings it back."""
@@ -207,16 +226,30 @@ class EngineRegistry:
         await self.poller.poll(list(self._engines.values()))
 
     async def refresh_from_db(self, session: AsyncSession) -> None:
-        """Make the database-registered engines match the `engines` table."""
+        """Make the database-registered engines match the `engines` table; delete the rows
+        of engines whose agent has been silent past `agent_forget_after_s`."""
         rows = (
             await session.execute(
                 select(Engine, BaseModel.name).join(BaseModel, Engine.base_model_id == BaseModel.id)
             )
         ).all()
+        now = self.wall_clock()
         seen: set[str] = set()
+        lost = []
         for row, base_model in rows:
+            state = agent_state(
+                row.agent_seen_at, now, self.agent_stale_after_s, self.agent_forget_after_s
+            )
+            if state is AgentState.LOST:
+                lost.append(row.id)
+                continue
             seen.add(str(row.id))
-            await self._adopt_row(row, base_model)
+            await self.adopt(row, base_model)
+            self._engines[str(row.id)].agent = state
+        if lost:  # any replica may do it; deleting a deleted row deletes nothing
+            log.warning("forgetting %d engine(s) whose agent went silent", len(lost))
+            await session.execute(delete(Engine).where(Engine.id.in_(lost)))
+            await session.commit()
         for handle in list(self._engines.values()):
             if handle.persisted and handle.id not in seen:
                 await self.retire(handle.id)
@@ -263,7 +296,7 @@ class EngineRegistry:
             log.warning("could not read the engines table: %s", exc)
             self._last_db_sync = self.clock()
 
-    async def _adopt_row(self, row: Engine, base_model: str) -> None:
+    async def adopt(self, row: Engine, base_model: str) -> None:
         """Keep a known engine's live state; rebuild its handle only if its address changed."""
         current = self._engines.get(str(row.id))
         if current is not None and (current.url, current.kind) == (row.url, str(row.kind)):

@@ -30,6 +30,28 @@ class EngineCreate(Input):
     agent_url: Annotated[str, msgspec.Meta(max_length=500)] = ""
 
 
+class AgentRegistration(Input):
+    """What `loraplex agent` registers (and re-sends as its heartbeat) for its engine."""
+
+    url: Url  # where API processes reach the engine
+    kind: EngineKind
+    base_model: str
+    agent_url: Url  # where API processes reach the agent
+    max_lora_rank: Rank = 64
+    gpu_slots: Slots = 8
+    host_slots: Slots = 32
+    # Times the agent saw its engine come back after being down; a change means a restart.
+    engine_generation: Annotated[int, msgspec.Meta(ge=0)] = 0
+
+
+class AgentRegistered(Output):
+    """The engine's id, and how often the API expects a heartbeat."""
+
+    engine_id: UUID
+    heartbeat_s: float
+    restarted: bool  # this heartbeat reported an engine restart; placement restores it
+
+
 class EngineLiveOut(Output):
     """An engine's state as this API replica's health poller sees it."""
 
@@ -58,6 +80,7 @@ class EngineOut(Output):
     status: str  # "healthy" | "unhealthy" | "unknown" (| "draining")
     live: EngineLiveOut | None = None
     last_heartbeat_at: datetime | None = None
+    agent_seen_at: datetime | None = None  # set for an engine its agent registered
     created_at: datetime | None = None
 
 

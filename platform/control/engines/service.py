@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from urllib.parse import urlsplit
 from uuid import UUID
 
@@ -12,6 +13,7 @@ from sqlalchemy import select
 
 from loraplex.control.audit.service import record
 from loraplex.control.engines.schemas import (
+    AgentRegistration,
     EngineAdaptersOut,
     EngineCreate,
     EngineLiveOut,
@@ -20,6 +22,7 @@ from loraplex.control.engines.schemas import (
 )
 from loraplex.db.models import Adapter, AdapterVersion, BaseModel, Engine, EngineStatus, Tenant
 from loraplex.errors import Conflict, InvalidInput, NotFound
+from loraplex.serving.agent_liveness import AgentState
 from loraplex.serving.loader import version_id_of
 from loraplex.serving.registry import EngineHandle, EngineRegistry, EngineSource, handle_from_row
 
@@ -59,6 +62,54 @@ class EngineService(SQLAlchemyAsyncRepositoryService[Engine]):
             # Before the commit: should it fail, the registry's next database sync drops it.
             registry.add(handle_from_row(engine, base.name, registry.driver_factory))
         return _out(engine, base.name, registry)
+
+    async def register_from_agent(
+        self, name: str, data: AgentRegistration, registry: EngineRegistry | None
+    ) -> tuple[Engine, bool]:
+        """Register the engine of an agent, or take its heartbeat: create the row or bring
+        it up to date, and note the agent as heard now. Returns the row and whether the
+        engine restarted since the last heartbeat. An operator's engine of the same name
+        is not taken over (409)."""
+        _check_url(data.url, "url")
+        _check_url(data.agent_url, "agent_url")
+        if data.host_slots < data.gpu_slots:
+            raise InvalidInput("host_slots must be at least gpu_slots", param="host_slots")
+        base = await self._base_model_named(data.base_model)
+        fields = msgspec.structs.asdict(data)
+        fields.pop("base_model")
+        now = datetime.now(UTC)
+        if registry is not None and any(h.name == name and not h.persisted for h in registry.all()):
+            raise Conflict(f"engine '{name}' is listed in LORAPLEX_ENGINES", param="name")
+        engine = await self.get_one_or_none(name=name)
+        if engine is not None and engine.agent_seen_at is None:
+            raise Conflict(f"engine '{name}' was registered by an operator", param="name")
+        restarted = engine is not None and engine.engine_generation != data.engine_generation
+        if engine is None:
+            engine = await self.create(
+                Engine(
+                    **fields, name=name, base_model_id=base.id, agent_seen_at=now,
+                    status=EngineStatus.UNKNOWN,
+                )
+            )  # fmt: skip
+            record(self.repository.session, f"agent:{name}", "engine.register", engine, name=name)
+        else:
+            for key, value in fields.items():
+                setattr(engine, key, value)
+            engine.base_model_id, engine.agent_seen_at = base.id, now
+            engine = await self.update(engine)
+        if registry is not None:
+            await registry.adopt(engine, base.name)
+            handle = registry.get(str(engine.id))
+            if handle is not None:
+                handle.agent = AgentState.FRESH  # heard now: back in rotation if it answers
+        return engine, restarted
+
+    async def deregister_agent(self, name: str, registry: EngineRegistry | None) -> None:
+        """Remove the engine its agent registered (the agent is shutting down)."""
+        engine = await self.get_one_or_none(name=name)
+        if engine is None or engine.agent_seen_at is None:
+            raise NotFound(f"no engine '{name}' registered by an agent")
+        await self.deregister(engine.id, f"agent:{name}", registry)
 
     async def deregister(
         self, engine_id: UUID, actor: str, registry: EngineRegistry | None
@@ -166,7 +217,7 @@ def _live(handle: EngineHandle | None) -> EngineLiveOut | None:
     if handle is None:
         return None
     return EngineLiveOut(
-        in_rotation=handle.healthy,
+        in_rotation=handle.in_rotation,
         in_flight=handle.in_flight,
         loaded_adapters=len(handle.loaded),
         last_error=handle.last_error,
@@ -196,6 +247,7 @@ def _out(engine: Engine, base_model: str, registry: EngineRegistry | None) -> En
         source=EngineSource.DATABASE,
         status=_status(handle) if handle is not None else str(engine.status),
         last_heartbeat_at=engine.last_heartbeat_at,
+        agent_seen_at=engine.agent_seen_at,
         created_at=engine.created_at,
         live=_live(handle),
     )

@@ -46,3 +46,7 @@ class Engine(Base):
     last_heartbeat_at: Mapped[datetime | None] = mapped_column(
         DateTimeUTC(timezone=True), default=None
     )
+    # Set by `loraplex agent`'s registration and heartbeats; None for an operator's engine.
+    agent_seen_at: Mapped[datetime | None] = mapped_column(DateTimeUTC(timezone=True), default=None)
+    # How many times the agent saw its engine come back after being down (a restart).
+    engine_generation: Mapped[int] = mapped_column(default=0, server_default="0")

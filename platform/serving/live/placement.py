@@ -107,6 +107,10 @@ class LivePlacement:
         self.runner = ActionRunner(self)
         self._ids = itertools.count(1)
         self._loop: asyncio.Task[None] | None = None
+        # Per engine, what it held at the last report that was not empty, and
+        # the engines whose agent reported a restart not yet restored (engine_restarted).
+        self._resident: dict[str, set[str]] = {}
+        self._restarted: set[str] = set()
 
     # --- requests -----------------------------------------------------------------------
 
@@ -224,6 +228,8 @@ class LivePlacement:
             )
         for handle in pool.sync(self.registry.candidates(base_model)):
             self.reconcile(pool, handle.id)  # adopt what a joining engine already holds
+            if handle.id in self._restarted:
+                self._restore(pool, handle.id)
         return pool
 
     def node_spec(self, handle: EngineHandle) -> NodeSpec:
@@ -264,8 +270,30 @@ class LivePlacement:
                 self._register(pool, self.versions[key])
         node = pool.core.cluster.nodes[node_id]
         actions = pool.core.reconcile(node_id, reported, self.clock())
+        if node.host:  # an empty report (a restart, a rejoin) keeps what it held before
+            self._resident[node_id] = set(node.host)
         ops = self.ops.for_engine(handle)
         ops.held(handle, [UUID(v) for v in node.host if v not in node.pending])
+        self.runner.apply(pool, node_id, actions)
+        self.dispatch(pool, node_id)
+
+    async def engine_restarted(self, engine_id: str) -> None:
+        """The engine's agent saw it restart: load again what it held, pinned versions
+        first; now if it is in rotation, else as soon as it rejoins."""
+        self._restarted.add(engine_id)
+        for pool in list(self.pools.values()):
+            handle = pool.handle(engine_id)
+            if handle is None:
+                continue
+            handle.loaded = await handle.driver.list_loaded()  # the poller's view may predate it
+            self.reconcile(pool, engine_id)
+            self._restore(pool, engine_id)
+
+    def _restore(self, pool: Pool, node_id: str) -> None:
+        self._restarted.discard(node_id)
+        held = self._resident.get(node_id, set())
+        actions = pool.core.restore(node_id, held, self.clock())
+        log.info("engine %s restarted: restoring %d adapter load(s)", node_id, len(actions))
         self.runner.apply(pool, node_id, actions)
         self.dispatch(pool, node_id)
 

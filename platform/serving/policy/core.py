@@ -215,6 +215,31 @@ class PolicyCore:
                 self.cluster.note_location(node, version)
         return actions
 
+    def restore(self, node_id: NodeId, held: Iterable[VersionId], now: float) -> list[Action]:
+        """After the engine restarted: load again what it should hold, pinned versions first.
+
+        That is what it held before (`held`) and every pinned version no engine holds now,
+        as far as its rank class and host slots allow (loads that find no room wait).
+        """
+        node = self.cluster.nodes[node_id]
+        pinned = self.cluster.pinned
+        held_anywhere = {
+            v for v in pinned for n in self.cluster.holders(v) if n.reach(v) >= Tier.LOADED
+        }
+        orphans = pinned - held_anywhere
+        wanted = [
+            v
+            for v in {*held, *orphans}
+            if v in self.cluster.versions and node.spec.fits(self.cluster.versions[v].rank)
+        ]
+        actions: list[Action] = []
+        for version in sorted(wanted, key=lambda v: (v not in pinned, v)):
+            if node.reach(version) >= Tier.LOADED:
+                continue
+            node.want_loaded.add(version)
+            actions.extend(self.loader.ensure_loading(node, version, now))
+        return actions
+
     def promote(self, old: VersionId, new: VersionId, now: float) -> list[Action]:
         """Prefetch a newly promoted alias or canary version where the old one is loaded."""
         spec = self.cluster.versions[new]

@@ -122,3 +122,8 @@ def test_the_agent_command_refuses_to_start_exposed_without_a_token() -> None:
     )
     assert result.exit_code == 2
     assert "LORAPLEX_AGENT_TOKEN" in result.output
+
+
+async def test_the_probes_answer_without_the_token(agent: AsyncTestClient) -> None:
+    assert (await agent.get("/healthz")).status_code == 200
+    assert (await agent.get("/readyz")).status_code == 200  # no registrar: ready at once

@@ -202,3 +202,23 @@ async def test_an_sglang_engine_keeps_one_batch_slot_for_base_requests(cluster: 
     assert cluster.placement.node_spec(vllm).gpu_slots == 3
     single = cluster.engine("one", gpu_slots=1, kind="sglang")
     assert cluster.placement.node_spec(single).gpu_slots == 1  # never zero
+
+
+async def test_after_a_reported_restart_what_the_engine_held_is_loaded_again_unasked(
+    cluster: Cluster,
+) -> None:
+    engine = cluster.engine(host_slots=4)
+    pinned, plain = cluster.version(), cluster.version()
+    assert await cluster.placement.pin(pinned.version_id)
+    await cluster.serve(pinned)
+    await cluster.serve(plain)
+    await cluster.placement.reconcile_all()  # the poller's round: remembers what it holds
+    engine.driver.restart()  # type: ignore[attr-defined]
+    engine.loaded = set()
+    await cluster.placement.reconcile_all()  # the empty report arrives before the agent's
+    assert loaded(engine) == set()
+
+    await cluster.placement.engine_restarted(engine.id)
+    await settle(cluster.placement)
+
+    assert loaded(engine) == {name_of(pinned), name_of(plain)}

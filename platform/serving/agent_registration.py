@@ -1,0 +1,130 @@
+"""The agent's side of self-registration: register, heartbeat, notice restarts, deregister.
+
+`loraplex agent --register-with <API URL>` runs a `Registrar` beside its HTTP server. Every
+`heartbeat_s` it probes its engine and PUTs the same registration to the API (the first PUT
+registers, the next ones are heartbeats). An engine that was down and answers again has
+restarted and lost its adapters: the registrar counts it in `engine_generation`, and the
+API, seeing the count change, has placement load again what the engine held. On shutdown it
+DELETEs the registration, so the engine leaves rotation at once rather than when its
+heartbeat goes stale.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import httpx
+
+log = logging.getLogger("loraplex.agent")
+
+
+@dataclass(frozen=True)
+class Registration:
+    """The engine as the API should know it; URLs as API processes reach them."""
+
+    name: str
+    url: str
+    kind: str
+    base_model: str
+    agent_url: str
+    max_lora_rank: int = 64
+    gpu_slots: int = 8
+    host_slots: int = 32
+
+
+class Registrar:
+    """Keeps the agent's engine registered with the API while the agent runs."""
+
+    def __init__(
+        self,
+        api_url: str,
+        token: str,
+        registration: Registration,
+        engine_health_url: str,
+        heartbeat_s: float = 5.0,
+        http: httpx.AsyncClient | None = None,
+        probe: httpx.AsyncClient | None = None,
+    ):
+        self.registration, self.engine_health_url = registration, engine_health_url
+        self.heartbeat_s = heartbeat_s
+        self.http = http or httpx.AsyncClient(
+            base_url=api_url.rstrip("/"),
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=10,
+        )
+        self.probe = probe or httpx.AsyncClient(timeout=3)  # no token: it is not the API
+        self.registered = False  # the API took the last PUT: /readyz answers 200
+        self.engine_generation = 0
+        self._engine_up: bool | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def path(self) -> str:
+        """The registration's resource on the API."""
+        return f"/api/v1/agents/engines/{self.registration.name}"
+
+    async def start(self) -> None:
+        """Start heartbeating in the background."""
+        self._task = asyncio.create_task(self._run(), name="agent-registrar")
+
+    async def stop(self) -> None:
+        """Stop heartbeating and deregister (best effort: the API forgets it later anyway)."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        if self.registered:
+            try:
+                await self.http.delete(self.path)
+            except httpx.HTTPError as exc:
+                log.warning("could not deregister %s: %s", self.registration.name, exc)
+        self.registered = False
+        await self.http.aclose()
+        await self.probe.aclose()
+
+    async def beat(self) -> None:
+        """One round: probe the engine, then register or heartbeat while it answers."""
+        up = await self._engine_answers()
+        if up and self._engine_up is False:
+            self.engine_generation += 1  # it was down: a restart, whatever caused it
+            log.info("engine came back (generation %d)", self.engine_generation)
+        self._engine_up = up
+        if not up:
+            return  # no heartbeat for a dead engine: the API takes it out when it goes stale
+        body: dict[str, Any] = asdict(self.registration)
+        body.pop("name")
+        body["engine_generation"] = self.engine_generation
+        try:
+            response = await self.http.put(self.path, json=body)
+        except httpx.HTTPError as exc:
+            log.warning("API unreachable for registration: %s", exc)
+            return
+        if response.status_code != 200:
+            self.registered = False
+            log.error("the API refused the registration (%s): %s", response.status_code,
+                      response.text[:500])  # fmt: skip
+            return
+        if not self.registered:
+            log.info("registered engine %s as %s", self.registration.name,
+                     response.json().get("engine_id"))  # fmt: skip
+        self.registered = True
+        self.heartbeat_s = float(response.json().get("heartbeat_s", self.heartbeat_s))
+
+    async def _engine_answers(self) -> bool:
+        try:
+            response = await self.probe.get(self.engine_health_url)
+        except httpx.HTTPError:
+            return False
+        return response.status_code == 200
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                await self.beat()
+            except Exception:  # one bad round must not end the heartbeat
+                log.exception("registration round failed")
+            await asyncio.sleep(self.heartbeat_s)

@@ -1,0 +1,73 @@
+"""The agent's registrar: registers while its engine answers, counts restarts, deregisters."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+
+from loraplex.serving.agent_registration import Registrar, Registration
+
+REGISTRATION = Registration(
+    name="gpu-7", url="http://10.0.0.7:30000", kind="sglang", base_model="tiny",
+    agent_url="http://10.0.0.7:8200",
+)  # fmt: skip
+
+
+class Fake:
+    """An API that records calls, and an engine that is up or down."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str, dict]] = []
+        self.engine_up = True
+
+    def api(self, request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content) if request.content else {}
+        self.calls.append((request.method, request.url.path, body))
+        assert request.headers["authorization"] == "Bearer t0ken"
+        return httpx.Response(200, json={"engine_id": "e1", "heartbeat_s": 2.0})
+
+    def engine(self, request: httpx.Request) -> httpx.Response:
+        assert "authorization" not in request.headers  # the token is for the API only
+        return httpx.Response(200 if self.engine_up else 503)
+
+
+def registrar(fake: Fake) -> Registrar:
+    api = httpx.AsyncClient(
+        base_url="http://api", transport=httpx.MockTransport(fake.api),
+        headers={"Authorization": "Bearer t0ken"},
+    )  # fmt: skip
+    probe = httpx.AsyncClient(transport=httpx.MockTransport(fake.engine))
+    return Registrar("http://api", "t0ken", REGISTRATION, "http://127.0.0.1:30000/health",
+                     http=api, probe=probe)  # fmt: skip
+
+
+async def test_a_beat_registers_the_engine_and_takes_the_apis_heartbeat_interval() -> None:
+    fake = Fake()
+    agent = registrar(fake)
+    await agent.beat()
+    method, path, body = fake.calls[0]
+    assert (method, path) == ("PUT", "/api/v1/agents/engines/gpu-7")
+    assert body["url"] == REGISTRATION.url and body["engine_generation"] == 0
+    assert agent.registered and agent.heartbeat_s == 2.0
+
+
+async def test_an_engine_that_comes_back_is_reported_as_restarted() -> None:
+    fake = Fake()
+    agent = registrar(fake)
+    await agent.beat()
+    fake.engine_up = False
+    await agent.beat()  # no heartbeat for a dead engine
+    assert len(fake.calls) == 1
+    fake.engine_up = True
+    await agent.beat()
+    assert fake.calls[-1][2]["engine_generation"] == 1
+
+
+async def test_stopping_deregisters() -> None:
+    fake = Fake()
+    agent = registrar(fake)
+    await agent.beat()
+    await agent.stop()
+    assert fake.calls[-1][:2] == ("DELETE", "/api/v1/agents/engines/gpu-7")
+    assert not agent.registered
