@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import socket
 from pathlib import Path
 
@@ -137,7 +138,8 @@ def agent(
         )
         registrar = Registrar(
             api_url, settings.agent_token, registration, f"{engine_url.rstrip('/')}/health",
-            heartbeat_s=settings.agent_heartbeat_s,
+            heartbeat_s=settings.agent_heartbeat_s, on_restart=lambda: handle.loaded.clear(),
         )  # fmt: skip
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # not a line per heartbeat
     app = create_agent_app(handle, LocalOps(cache), settings.agent_token, registrar)
     uvicorn.run(app, host=host, port=port)

@@ -2,11 +2,11 @@
 
 `loraplex agent --register-with <API URL>` runs a `Registrar` beside its HTTP server. Every
 `heartbeat_s` it probes its engine and PUTs the same registration to the API (the first PUT
-registers, the next ones are heartbeats). An engine that was down and answers again has
-restarted and lost its adapters: the registrar counts it in `engine_generation`, and the
-API, seeing the count change, has placement load again what the engine held. On shutdown it
-DELETEs the registration, so the engine leaves rotation at once rather than when its
-heartbeat goes stale.
+registers, the next ones are heartbeats, sent whether the engine answers or not). An engine
+that was down and answers again has restarted and lost its adapters: the registrar counts it
+in `engine_generation`, and the API, seeing the count change, has placement load again what
+the engine held. On shutdown it DELETEs the registration, so the engine leaves rotation at
+once rather than when its heartbeat goes stale.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -48,9 +49,10 @@ class Registrar:
         heartbeat_s: float = 5.0,
         http: httpx.AsyncClient | None = None,
         probe: httpx.AsyncClient | None = None,
+        on_restart: Callable[[], None] = lambda: None,
     ):
         self.registration, self.engine_health_url = registration, engine_health_url
-        self.heartbeat_s = heartbeat_s
+        self.heartbeat_s, self.on_restart = heartbeat_s, on_restart
         self.http = http or httpx.AsyncClient(
             base_url=api_url.rstrip("/"),
             headers={"Authorization": f"Bearer {token}"},
@@ -92,9 +94,10 @@ class Registrar:
         if up and self._engine_up is False:
             self.engine_generation += 1  # it was down: a restart, whatever caused it
             log.info("engine came back (generation %d)", self.engine_generation)
+            self.on_restart()  # what the agent knew loaded there is gone
         self._engine_up = up
-        if not up:
-            return  # no heartbeat for a dead engine: the API takes it out when it goes stale
+        # Heartbeats go on while the engine is down: they say the agent (the node) lives, so
+        # the API keeps the engine's row; its own health probes keep it out of rotation.
         body: dict[str, Any] = asdict(self.registration)
         body.pop("name")
         body["engine_generation"] = self.engine_generation

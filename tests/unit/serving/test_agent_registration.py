@@ -20,6 +20,7 @@ class Fake:
     def __init__(self) -> None:
         self.calls: list[tuple[str, str, dict]] = []
         self.engine_up = True
+        self.restarts: list[None] = []
 
     def api(self, request: httpx.Request) -> httpx.Response:
         body = json.loads(request.content) if request.content else {}
@@ -39,7 +40,7 @@ def registrar(fake: Fake) -> Registrar:
     )  # fmt: skip
     probe = httpx.AsyncClient(transport=httpx.MockTransport(fake.engine))
     return Registrar("http://api", "t0ken", REGISTRATION, "http://127.0.0.1:30000/health",
-                     http=api, probe=probe)  # fmt: skip
+                     http=api, probe=probe, on_restart=lambda: fake.restarts.append(None))  # fmt: skip
 
 
 async def test_a_beat_registers_the_engine_and_takes_the_apis_heartbeat_interval() -> None:
@@ -57,11 +58,11 @@ async def test_an_engine_that_comes_back_is_reported_as_restarted() -> None:
     agent = registrar(fake)
     await agent.beat()
     fake.engine_up = False
-    await agent.beat()  # no heartbeat for a dead engine
-    assert len(fake.calls) == 1
+    await agent.beat()  # the agent lives on: still a heartbeat
+    assert len(fake.calls) == 2 and fake.calls[-1][2]["engine_generation"] == 0
     fake.engine_up = True
     await agent.beat()
-    assert fake.calls[-1][2]["engine_generation"] == 1
+    assert fake.calls[-1][2]["engine_generation"] == 1 and len(fake.restarts) == 1
 
 
 async def test_stopping_deregisters() -> None:
