@@ -29,46 +29,25 @@ import pytest
 from tests.unit.deploy import support
 
 
-def test_validates_against_the_compose_specification_schema(tmp_path: Path) -> None:
-    model = support.compose_model()
+def check_against_spec(model: dict, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    """check-jsonschema's run of `model` against the Compose Specification schema it ships."""
     document = tmp_path / "compose.json"
     document.write_text(json.dumps(model))
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "check_jsonschema",
-            "--builtin-schema",
-            "vendor.compose-spec",
-            str(document),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    command = [sys.executable, "-m", "check_jsonschema", "--builtin-schema",
+               "vendor.compose-spec", str(document)]  # fmt: skip
+    return subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+
+
+def test_validates_against_the_compose_specification_schema(tmp_path: Path) -> None:
+    model = support.compose_model()
+    result = check_against_spec(model, tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
 
 
 def test_schema_validation_rejects_a_broken_file(tmp_path: Path) -> None:
     model = support.compose_model()
     model["services"]["api"]["healthcheck"]["interval"] = {"not": "a duration"}
-    document = tmp_path / "compose.json"
-    document.write_text(json.dumps(model))
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "check_jsonschema",
-            "--builtin-schema",
-            "vendor.compose-spec",
-            str(document),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    result = check_against_spec(model, tmp_path)
     assert result.returncode != 0
 
 
