@@ -12,16 +12,21 @@ from loraplex.errors import Forbidden, Unauthenticated
 
 
 def check_agent_token(headers: Mapping[str, str], token: str) -> None:
-    """Pass when `headers` carry `Authorization: Bearer <token>`; 401 otherwise, 403 when
-    this process has no token configured (agent routes are then closed)."""
+    """Pass when `headers` carry `Authorization: Bearer <token>`. No or a wrong credential is
+    a 401; a credential on a process with no token configured (agent routes closed) a 403."""
+    scheme, _sep, presented = headers.get("authorization", "").partition(" ")
+    presented = presented.strip()
+    if scheme.lower() != "bearer" or not presented:
+        raise _unauthenticated()
     if not token:
         raise Forbidden("agent routes need LORAPLEX_AGENT_TOKEN set on this process")
-    scheme, _sep, presented = headers.get("authorization", "").partition(" ")
     # compare_digest: the time taken must not tell how much of a guess was right
-    if scheme.lower() != "bearer" or not hmac.compare_digest(
-        presented.strip().encode(), token.encode()
-    ):
-        raise Unauthenticated(
-            "missing or wrong agent token (Authorization: Bearer <LORAPLEX_AGENT_TOKEN>)",
-            headers={"WWW-Authenticate": "Bearer"},
-        )
+    if not hmac.compare_digest(presented.encode(), token.encode()):
+        raise _unauthenticated()
+
+
+def _unauthenticated() -> Unauthenticated:
+    return Unauthenticated(
+        "missing or wrong agent token (Authorization: Bearer <LORAPLEX_AGENT_TOKEN>)",
+        headers={"WWW-Authenticate": "Bearer"},
+    )

@@ -79,7 +79,7 @@ async def test_every_route_declares_an_access_rule(app: Litestar) -> None:
     undeclared = [
         (m, p)
         for m, p, opt in _routes(app)
-        if opt.get("access") not in {"public", "operator", "tenant", "session"}
+        if opt.get("access") not in {"public", "operator", "tenant", "session", "agent"}
     ]
     assert undeclared == []
 

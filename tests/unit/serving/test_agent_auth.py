@@ -127,3 +127,13 @@ def test_the_agent_command_refuses_to_start_exposed_without_a_token() -> None:
 async def test_the_probes_answer_without_the_token(agent: AsyncTestClient) -> None:
     assert (await agent.get("/healthz")).status_code == 200
     assert (await agent.get("/readyz")).status_code == 200  # no registrar: ready at once
+
+
+def test_agent_routes_of_a_process_without_a_token_are_closed() -> None:
+    from loraplex.auth.agent_token import check_agent_token
+    from loraplex.errors import Forbidden, Unauthenticated
+
+    with pytest.raises(Unauthenticated):
+        check_agent_token({}, "")  # no credential at all: 401, as on every route
+    with pytest.raises(Forbidden, match="LORAPLEX_AGENT_TOKEN"):
+        check_agent_token({"authorization": "Bearer anything"}, "")
