@@ -2,18 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
 import importlib
 import socket
-from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, TypeVar
 
 import click
 
 from loraplex.settings import Settings
-
-T = TypeVar("T")
 
 # Command groups that live with their feature; attached when their module imports.
 FEATURE_COMMANDS = [
@@ -126,8 +121,9 @@ def admin() -> None:
 def create_operator(settings: Settings, email: str, name: str) -> None:
     """Create an operator user and print a new operator API key (shown once)."""
     from loraplex.control.bootstrap import create_operator as create
+    from loraplex.db.config import run_in_session
 
-    key = _run_with_session(settings, lambda session: create(session, email, name))
+    key = run_in_session(settings, lambda session: create(session, email, name))
     click.echo(key)
 
 
@@ -138,10 +134,11 @@ def create_operator(settings: Settings, email: str, name: str) -> None:
 def set_password(settings: Settings, email: str, password: str) -> None:
     """Set a user's console password (operators sign in to /admin with it)."""
     from loraplex.control.bootstrap import set_password as set_it
+    from loraplex.db.config import run_in_session
     from loraplex.errors import LoraplexError
 
     try:
-        _run_with_session(settings, lambda session: set_it(session, email, password))
+        run_in_session(settings, lambda session: set_it(session, email, password))
     except LoraplexError as exc:
         raise click.ClickException(exc.detail) from exc
     click.echo(f"password set for {email}")
@@ -159,8 +156,9 @@ def base_models() -> None:
 def register_base_model(settings: Settings, model_dir: Path, name: str | None) -> None:
     """Read a model's architecture facts from its folder and register it."""
     from loraplex.control.bootstrap import register_base_model as register
+    from loraplex.db.config import run_in_session
 
-    model_id = _run_with_session(settings, lambda session: register(session, model_dir, name))
+    model_id = run_in_session(settings, lambda session: register(session, model_dir, name))
     click.echo(f"registered base model {name or model_dir.name} ({model_id})")
 
 
@@ -178,32 +176,16 @@ def reap_adapters(settings: Settings, stale_after: float) -> None:
     """Fail dead uploads and delete object-store files no version owns."""
     from loraplex.api.deps import open_object_store
     from loraplex.control.adapters.reaper import reap
+    from loraplex.db.config import run_in_session
 
     store = open_object_store(settings)
-    report = _run_with_session(
+    report = run_in_session(
         settings, lambda session: reap(session, store, stale_after_s=stale_after)
     )
     click.echo(
         f"failed {report.stale_versions_failed} stale uploads, "
         f"deleted {report.orphan_objects_deleted} orphan objects"
     )
-
-
-def _run_with_session(settings: Settings, work: Callable[[Any], Awaitable[T]]) -> T:
-    """Run `work(session)` in one committed transaction."""
-    from loraplex.db.config import sqlalchemy_config
-
-    async def run() -> T:
-        config = sqlalchemy_config(settings)
-        try:
-            async with config.get_session() as session:
-                result = await work(session)
-                await session.commit()
-                return result
-        finally:
-            await config.get_engine().dispose()
-
-    return asyncio.run(run())
 
 
 def _attach_feature_commands() -> None:

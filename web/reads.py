@@ -17,6 +17,7 @@ from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from loraplex.auth.principal import Scope
+from loraplex.auth.secrets import BRAND
 from loraplex.control.adapters.aliases import AliasService
 from loraplex.control.adapters.schemas import AliasOut, VersionOut
 from loraplex.control.adapters.versions import VersionService, stored_bytes
@@ -352,7 +353,7 @@ class GetStarted:
     @property
     def key_hint(self) -> str | None:
         """The key as it begins (`lpx_<prefix>_…`), enough to tell it apart, not to use it."""
-        return f"lpx_{self.key_prefix}_…" if self.key_prefix else None
+        return f"{BRAND}_{self.key_prefix}_…" if self.key_prefix else None
 
     @property
     def model(self) -> str | None:

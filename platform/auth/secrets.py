@@ -26,7 +26,10 @@ class NewKey:
     secret_hash: str
 
 
-def mint_key(brand: str = "lpx") -> NewKey:
+BRAND = "lpx"  # every key begins `lpx_<prefix>_`
+
+
+def mint_key(brand: str = BRAND) -> NewKey:
     """Create a random key and what the database stores of it."""
     prefix = secrets.token_hex(PREFIX_CHARS // 2)
     full = f"{brand}_{prefix}_{secrets.token_urlsafe(SECRET_BYTES)}"

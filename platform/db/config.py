@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
 from advanced_alchemy.config import EngineConfig
 from advanced_alchemy.extensions.litestar import AsyncSessionConfig, SQLAlchemyAsyncConfig
 
 from loraplex.settings import Settings
+
+T = TypeVar("T")
 
 
 def sqlalchemy_config(settings: Settings) -> SQLAlchemyAsyncConfig:
@@ -20,3 +26,19 @@ def sqlalchemy_config(settings: Settings) -> SQLAlchemyAsyncConfig:
         before_send_handler="autocommit",
         create_all=False,  # the schema belongs to Alembic
     )
+
+
+def run_in_session(settings: Settings, work: Callable[[Any], Awaitable[T]]) -> T:
+    """Run `work(session)` in one committed transaction, from synchronous code (the CLI)."""
+
+    async def run() -> T:
+        config = sqlalchemy_config(settings)
+        try:
+            async with config.get_session() as session:
+                result = await work(session)
+                await session.commit()
+                return result
+        finally:
+            await config.get_engine().dispose()
+
+    return asyncio.run(run())

@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 import click
 import httpx
@@ -160,7 +161,7 @@ def start_platform(
         say(f"- engine: SGLang on CPU at {engine.url} (log: {engine.log_file})")
         child = EngineChild(engine, say)
         supervisor.children.append(child)
-        engine_thread = _background(child.start)
+        engine_thread = Background(child.start)
     api_url = f"http://{settings.host}:{settings.port}"
     with step("API", timings):
         supervisor.start(api_process(settings, layout, env, api_url))
@@ -184,7 +185,7 @@ def start_platform(
     return timings, credentials
 
 
-class _background(threading.Thread):
+class Background(threading.Thread):
     """Run `work` on a thread; `result()` waits and re-raises what it raised."""
 
     def __init__(self, work: Callable[[], None]):
@@ -272,30 +273,20 @@ def prepare_database(settings: Settings, layout: Layout) -> str:
 
 def ensure_operator(settings: Settings, layout: Layout, credentials: Credentials) -> str:
     """The operator's API key (minted once into `operator.key`) and console password."""
-    import asyncio
-
     from loraplex.control.bootstrap import create_operator, set_password
-    from loraplex.db.config import sqlalchemy_config
+    from loraplex.db.config import run_in_session
 
     path = layout.root / "operator.key"
 
-    async def mint() -> str | None:
-        config = sqlalchemy_config(settings)
-        try:
-            async with config.get_session() as session:
-                if path.exists():
-                    return None
-                email, password = credentials.operator_email, credentials.operator_password
-                key = await create_operator(session, email, "operator")
-                # Once, with the key: a new hash would end the operator's console sessions.
-                await set_password(session, email, password)
-                await session.commit()
-                return key
-        finally:
-            await config.get_engine().dispose()
+    async def mint(session: Any) -> str:
+        email, password = credentials.operator_email, credentials.operator_password
+        key = await create_operator(session, email, "operator")
+        # Once, with the key: a new hash would end the operator's console sessions.
+        await set_password(session, email, password)
+        return key
 
-    key = asyncio.run(mint())
-    if key is not None:
+    if not path.exists():
+        key = run_in_session(settings, mint)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as out:
             out.write(key + "\n")
