@@ -39,15 +39,26 @@ def make_model_command(out_dir: Path, seed: int) -> None:
 @click.option("--seed", type=int, default=0, show_default=True, help="Examples and init seed.")
 @click.option("--alpha", type=float, default=None, help="LoRA alpha  [default: 2 x rank]")
 @click.option("--random", "is_random", is_flag=True, help="Random weights instead of training.")
+@click.option(
+    "--base-name", default=None, help="Declare this registered base model name, not --base."
+)
 def make_adapter_command(
-    out_dir: Path, base_dir: Path, rank: int, seed: int, alpha: float | None, is_random: bool
+    out_dir: Path,
+    base_dir: Path,
+    rank: int,
+    seed: int,
+    alpha: float | None,
+    is_random: bool,
+    base_name: str | None,
 ) -> None:
     """Make a LoRA adapter for the model in --base and write it to OUT_DIR."""
     from loraplex.dev.make_adapter import adapter_examples, make_adapter
 
     _quiet_transformers()
     started = time.perf_counter()
-    path = make_adapter(base_dir, out_dir, rank, alpha=alpha, seed=seed, random=is_random)
+    path = make_adapter(
+        base_dir, out_dir, rank, alpha=alpha, seed=seed, random=is_random, base_name=base_name
+    )
     kind = "random" if is_random else "trained"
     elapsed = time.perf_counter() - started
     click.echo(f"{kind} adapter r={rank} (seed {seed}) written to {path} in {elapsed:.1f}s")

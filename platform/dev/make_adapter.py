@@ -1,5 +1,6 @@
 """`make_adapter`: a PEFT LoRA adapter for a dev model, trained on seeded examples or random."""
 
+import json
 import math
 from collections.abc import Sequence
 from pathlib import Path
@@ -40,11 +41,14 @@ def make_adapter(
     examples: list[tuple[str, str]] | None = None,
     target_modules: Sequence[str] = DEFAULT_TARGET_MODULES,
     steps: int | None = None,
+    base_name: str | None = None,
 ) -> Path:
     """Write adapter_config.json and adapter_model.safetensors for the model in `base_dir`.
 
     Trained (default): fit `examples` (or `adapter_examples(seed)`) until greedy output
     reproduces every answer, or for exactly `steps` steps when given. Random: seeded A and B.
+    `base_name`: the base model's registered name, which the adapter then declares instead of
+    the local folder (the platform checks an upload's declared base against its own).
     """
     base_dir, out_dir = Path(base_dir), Path(out_dir)
     lora = LoraConfig(
@@ -66,7 +70,13 @@ def make_adapter(
             tokenizer = AutoTokenizer.from_pretrained(base_dir)
             chosen = examples if examples is not None else adapter_examples(seed)
             _train(model, tokenizer, chosen, steps)
-    return save_adapter(model, out_dir, base_dir)
+    saved = save_adapter(model, out_dir, base_dir)
+    if base_name is not None:
+        config_file = saved / "adapter_config.json"
+        config = json.loads(config_file.read_text())
+        config["base_model_name_or_path"] = base_name
+        config_file.write_text(json.dumps(config))
+    return saved
 
 
 def _randomise_lora_b(model: PeftModel, std: float = 0.02) -> None:

@@ -181,20 +181,12 @@ def train_adapter(spec: DemoAdapter, model_dir: Path, out_dir: Path, log: Path) 
     partial = out_dir.with_name(out_dir.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)  # a run killed mid-training left this
     command = [sys.executable, "-m", "loraplex.cli", "dev", "make-adapter", str(partial),
-               "--base", str(model_dir), "--rank", str(spec.rank),
+               "--base", str(model_dir), "--base-name", BASE_MODEL, "--rank", str(spec.rank),
                "--seed", str(spec.seed)]  # fmt: skip
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "ab") as out:
         subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, check=True)
-    _declare_base(partial / ADAPTER_FILES[0])
     partial.replace(out_dir)
-
-
-def _declare_base(config_file: Path) -> None:
-    """The adapter names the base model by its registered name, not by a local path."""
-    config = json.loads(config_file.read_text())
-    config["base_model_name_or_path"] = BASE_MODEL
-    config_file.write_text(json.dumps(config))
 
 
 class SeedError(RuntimeError):

@@ -12,7 +12,6 @@ Tests of engine behaviour take `served_each`, which runs them once on each kind.
 
 from __future__ import annotations
 
-import json
 import secrets
 import time
 from collections.abc import Callable, Iterator
@@ -171,8 +170,7 @@ class Platform:
             for rank in RANKS:
                 folder = self.root / f"{kind}-r{rank}"
                 if not folder.exists():
-                    make_adapter(model_dir, folder, rank=rank, seed=rank)
-                    declare_base(folder / "adapter_config.json", base)
+                    make_adapter(model_dir, folder, rank=rank, seed=rank, base_name=base)
                 name = "bot" if kind == "sglang" else f"bot-{kind}"
                 name = f"{name}-r{rank}"
                 http.post(tenant, json={"name": name, "base_model": base})
@@ -193,13 +191,6 @@ class Platform:
 
     def _engine(self, role: str) -> RunningEngine:
         return self.stack.enter_context(running_engine(engine_config(role), role))
-
-
-def declare_base(config_file: Path, base: str) -> None:
-    """Same weights, registered under another name: the adapter must say that name."""
-    config = json.loads(config_file.read_text())
-    config["base_model_name_or_path"] = base
-    config_file.write_text(json.dumps(config))
 
 
 def wait_in_rotation(url: str, ops: dict[str, str], engine_ids: list[str]) -> None:

@@ -7,7 +7,6 @@ base model only this module uses, so every request for it goes through the agent
 
 from __future__ import annotations
 
-import json
 import secrets
 import time
 from collections.abc import Callable, Iterator
@@ -70,9 +69,7 @@ def tenant(api: str, operator_key: str, engine: EngineConfig, tmp_path_factory) 
     key = httpx.post(f"{api}/api/v1/tenants/{made['id']}/api-keys", headers=ops,
                      json={"name": "k", "scopes": ["admin", "inference"]}).json()["key"]  # fmt: skip
     folder = tmp_path_factory.mktemp("agent-adapter")
-    make_adapter(engine.model_dir, folder, rank=8, seed=SEED)
-    config = json.loads((folder / FILES[0]).read_text())
-    (folder / FILES[0]).write_text(json.dumps({**config, "base_model_name_or_path": BASE}))
+    make_adapter(engine.model_dir, folder, rank=8, seed=SEED, base_name=BASE)
     headers = {"Authorization": f"Bearer {key}"}
     adapters = f"{api}/api/v1/tenants/{made['id']}/adapters"
     httpx.post(adapters, json={"name": "agentbot", "base_model": BASE}, headers=headers)

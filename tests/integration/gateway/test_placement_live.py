@@ -8,7 +8,6 @@ loaded throughout, and every request answers 200 with its own adapter's output.
 
 from __future__ import annotations
 
-import json
 import random
 import secrets
 import threading
@@ -104,8 +103,10 @@ def _upload_random_adapters(served: Served, root: Path) -> dict[str, str]:
     with httpx.Client(base_url=served.url, headers=served.headers(), timeout=60) as http:
         for i in range(ADAPTERS):
             name = f"few-{secrets.token_hex(3)}-{i}"
-            folder = make_adapter(served.engine.model_dir, root / name, rank=8, seed=i, random=True)
-            _declare_base(folder / "adapter_config.json", FEW_BASE)
+            folder = make_adapter(
+                served.engine.model_dir, root / name, rank=8, seed=i, random=True,
+                base_name=FEW_BASE,
+            )  # fmt: skip
             tenant = f"/api/v1/tenants/{served.tenant_id}/adapters"
             http.post(tenant, json={"name": name, "base_model": FEW_BASE})
             files = [("file", (n, (folder / n).read_bytes())) for n in FILES]
@@ -113,13 +114,6 @@ def _upload_random_adapters(served: Served, root: Path) -> dict[str, str]:
             assert response.status_code == 201, response.text
             versions[name] = response.json()["id"]
     return versions
-
-
-def _declare_base(config_file: Path, base: str) -> None:
-    """Same weights, registered under another name: the adapter must say that name."""
-    config = json.loads(config_file.read_text())
-    config["base_model_name_or_path"] = base
-    config_file.write_text(json.dumps(config))
 
 
 def _wait_in_rotation(served: Served, engine_id: str) -> None:

@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from loraplex.serving.loader import engine_adapter_name
-from tests.integration.conftest import FILES, RANKS, Served, declare_base
+from tests.integration.conftest import FILES, RANKS, Served
 
 pytestmark = pytest.mark.engine
 
@@ -29,8 +29,9 @@ def _upload_fresh(served: Served, root: Path) -> dict[int, tuple[str, str]]:
     with httpx.Client(headers=served.headers(), timeout=60) as http:
         for rank in RANKS:
             name = f"rank-{rank}-{secrets.token_hex(3)}"
-            folder = make_adapter(served.engine.model_dir, root / name, rank=rank, seed=rank)
-            declare_base(folder / "adapter_config.json", served.base)
+            folder = make_adapter(
+                served.engine.model_dir, root / name, rank=rank, seed=rank, base_name=served.base
+            )
             http.post(tenant, json={"name": name, "base_model": served.base})
             files = [("file", (n, (folder / n).read_bytes())) for n in FILES]
             response = http.post(f"{tenant}/{name}/versions", files=files)
