@@ -35,6 +35,7 @@ from loraplex.db.config import sqlalchemy_config
 from loraplex.errors import exception_handlers
 from loraplex.finetune.controller import FineTuningController
 from loraplex.gateway.controller import InferenceController
+from loraplex.gateway.responses_controller import ResponsesController
 from loraplex.settings import Settings
 from loraplex.web.app import WEB_PATHS, template_config, web_router
 
@@ -54,6 +55,7 @@ CONTROLLERS: list[type] = [
     AgentController,
     PlacementController,
     InferenceController,
+    ResponsesController,
     FineTuningController,
 ]
 
@@ -82,7 +84,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
         group_path=True,
         # Streamed inference is left out: this middleware's send wrapper would run on every
         # SSE chunk, and the gateway counts those requests itself (loraplex_inference_*).
-        exclude=["/metrics", "/healthz", "/readyz", "^/v1/(chat/)?completions"],
+        exclude=["/metrics", "/healthz", "/readyz", "^/v1/((chat/)?completions|responses)"],
     )
     return Litestar(
         route_handlers=[*CONTROLLERS, MetricsController, web_router(settings)],

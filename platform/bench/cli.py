@@ -12,6 +12,7 @@ BENCHMARKS = [
     ("loraplex.bench.gateway", "bench_gateway"),
     ("loraplex.bench.overload", "bench_overload"),
     ("loraplex.bench.parity", "bench_parity"),
+    ("loraplex.bench.structured", "bench_structured"),
 ]
 
 

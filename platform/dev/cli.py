@@ -9,6 +9,8 @@ from pathlib import Path
 
 import click
 
+from loraplex.dev.corpus import TASKS, task_examples
+
 _DIR = click.Path(file_okay=False, path_type=Path)
 
 
@@ -40,6 +42,14 @@ def make_model_command(out_dir: Path, seed: int) -> None:
 @click.option("--alpha", type=float, default=None, help="LoRA alpha  [default: 2 x rank]")
 @click.option("--random", "is_random", is_flag=True, help="Random weights instead of training.")
 @click.option(
+    "--task",
+    type=click.Choice(TASKS),
+    default="chat",
+    show_default=True,
+    help="What it is trained to answer: chat (seeded answers to fixed questions) or tools "
+    "(a <tool_call> to get_weather or get_time, with those tools in every prompt).",
+)
+@click.option(
     "--base-name", default=None, help="Declare this registered base model name, not --base."
 )
 def make_adapter_command(
@@ -49,23 +59,33 @@ def make_adapter_command(
     seed: int,
     alpha: float | None,
     is_random: bool,
+    task: str,
     base_name: str | None,
 ) -> None:
     """Make a LoRA adapter for the model in --base and write it to OUT_DIR."""
-    from loraplex.dev.make_adapter import adapter_examples, make_adapter
+    from loraplex.dev.make_adapter import make_adapter
 
     _quiet_transformers()
+    examples, tools = task_examples(task, seed)
     started = time.perf_counter()
     path = make_adapter(
-        base_dir, out_dir, rank, alpha=alpha, seed=seed, random=is_random, base_name=base_name
+        base_dir,
+        out_dir,
+        rank,
+        alpha=alpha,
+        seed=seed,
+        random=is_random,
+        examples=examples,
+        tools=tools,
+        base_name=base_name,
     )
-    kind = "random" if is_random else "trained"
+    kind = "random" if is_random else f"trained ({task})"
     elapsed = time.perf_counter() - started
     click.echo(f"{kind} adapter r={rank} (seed {seed}) written to {path} in {elapsed:.1f}s")
     for file in sorted(path.iterdir()):
         click.echo(f"  {file.name}  {file.stat().st_size} bytes")
     if not is_random:
-        for question, answer in adapter_examples(seed):
+        for question, answer in examples:
             click.echo(f"  {question!r} -> {answer!r}")
 
 

@@ -10,7 +10,13 @@ from peft import LoraConfig, PeftModel, get_peft_model
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerBase
 
 from loraplex.dev.corpus import IM_END, adapter_examples
-from loraplex.dev.reference import chat_prompt_ids, generate_greedy, greedy_answer, single_thread
+from loraplex.dev.reference import (
+    Tools,
+    chat_prompt_ids,
+    generate_greedy,
+    greedy_answer,
+    single_thread,
+)
 from loraplex.workers.trainer.model import save_adapter
 
 __all__ = ["DEFAULT_TARGET_MODULES", "adapter_examples", "greedy_answer", "make_adapter"]
@@ -39,6 +45,7 @@ def make_adapter(
     seed: int = 0,
     random: bool = False,
     examples: list[tuple[str, str]] | None = None,
+    tools: Tools | None = None,
     target_modules: Sequence[str] = DEFAULT_TARGET_MODULES,
     steps: int | None = None,
     base_name: str | None = None,
@@ -46,7 +53,9 @@ def make_adapter(
     """Write adapter_config.json and adapter_model.safetensors for the model in `base_dir`.
 
     Trained (default): fit `examples` (or `adapter_examples(seed)`) until greedy output
-    reproduces every answer, or for exactly `steps` steps when given. Random: seeded A and B.
+    reproduces every answer, or for exactly `steps` steps when given; with `tools`, every
+    prompt offers them (`corpus.task_examples("tools", seed)` gives both). Random: seeded A
+    and B.
     `base_name`: the base model's registered name, which the adapter then declares instead of
     the local folder (the platform checks an upload's declared base against its own).
     """
@@ -69,7 +78,7 @@ def make_adapter(
         else:
             tokenizer = AutoTokenizer.from_pretrained(base_dir)
             chosen = examples if examples is not None else adapter_examples(seed)
-            _train(model, tokenizer, chosen, steps)
+            _train(model, tokenizer, chosen, tools, steps)
     saved = save_adapter(model, out_dir, base_dir)
     if base_name is not None:
         config_file = saved / "adapter_config.json"
@@ -91,10 +100,11 @@ def _train(
     model: PeftModel,
     tokenizer: PreTrainedTokenizerBase,
     examples: list[tuple[str, str]],
+    tools: Tools | None,
     steps: int | None,
 ) -> None:
     """Full-batch AdamW on the assistant tokens; stop once greedy output is exact."""
-    input_ids, labels, attention_mask = _batch(tokenizer, examples)
+    input_ids, labels, attention_mask = _batch(tokenizer, examples, tools)
     rank = int(model.peft_config["default"].r)  # type: ignore[attr-defined]
     optimizer = torch.optim.AdamW(
         [p for p in model.parameters() if p.requires_grad], lr=learning_rate(rank)
@@ -105,7 +115,11 @@ def _train(
         loss.backward()
         optimizer.step()
         optimizer.zero_grad()
-        if steps is None and step % CHECK_EVERY == 0 and _reproduces(model, tokenizer, examples):
+        if (
+            steps is None
+            and step % CHECK_EVERY == 0
+            and _reproduces(model, tokenizer, examples, tools)
+        ):
             return
     if steps is None:
         raise AdapterTrainingError(f"examples not reproduced after {MAX_STEPS} steps")
@@ -121,12 +135,12 @@ def learning_rate(rank: int) -> float:
 
 
 def _batch(
-    tokenizer: PreTrainedTokenizerBase, examples: list[tuple[str, str]]
+    tokenizer: PreTrainedTokenizerBase, examples: list[tuple[str, str]], tools: Tools | None
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Right-padded ids, labels masked to the answer and its <|im_end|>, and the mask."""
     rows = []
     for question, answer in examples:
-        prompt = chat_prompt_ids(tokenizer, question)
+        prompt = chat_prompt_ids(tokenizer, question, tools)
         reply = tokenizer(answer + IM_END, add_special_tokens=False)["input_ids"]
         rows.append((prompt + reply, [IGNORE_INDEX] * len(prompt) + reply))
     width = max(len(ids) for ids, _ in rows)
@@ -138,8 +152,11 @@ def _batch(
 
 
 def _reproduces(
-    model: PeftModel, tokenizer: PreTrainedTokenizerBase, examples: list[tuple[str, str]]
+    model: PeftModel,
+    tokenizer: PreTrainedTokenizerBase,
+    examples: list[tuple[str, str]],
+    tools: Tools | None,
 ) -> bool:
     """True when greedy generation returns every example's answer exactly."""
     model.eval()
-    return all(generate_greedy(model, tokenizer, q) == a for q, a in examples)
+    return all(generate_greedy(model, tokenizer, q, tools=tools) == a for q, a in examples)

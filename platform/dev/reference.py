@@ -3,6 +3,7 @@
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
+from typing import Any
 
 import torch
 from peft import PeftModel
@@ -26,10 +27,18 @@ def single_thread() -> AbstractContextManager[None]:
     return torch_threads(1)
 
 
-def chat_prompt_ids(tokenizer: PreTrainedTokenizerBase, question: str) -> list[int]:
-    """Token ids of a one-turn ChatML prompt that opens the assistant's reply."""
+Tools = list[dict[str, Any]]  # an OpenAI `tools` list, rendered into the system turn
+
+
+def chat_prompt_ids(
+    tokenizer: PreTrainedTokenizerBase, question: str, tools: Tools | None = None
+) -> list[int]:
+    """Token ids of a one-turn ChatML prompt (offering `tools`) that opens the assistant's reply."""
     text = tokenizer.apply_chat_template(
-        [{"role": "user", "content": question}], add_generation_prompt=True, tokenize=False
+        [{"role": "user", "content": question}],
+        tools=tools,
+        add_generation_prompt=True,
+        tokenize=False,
     )
     # Render then encode, as serving engines do; the template already holds every marker.
     ids: list[int] = tokenizer(text, add_special_tokens=False)["input_ids"]
@@ -42,9 +51,10 @@ def generate_greedy(
     tokenizer: PreTrainedTokenizerBase,
     question: str,
     max_new_tokens: int = 32,
+    tools: Tools | None = None,
 ) -> str:
     """Greedy-decode one question with an already loaded model; only the new text is returned."""
-    prompt = torch.tensor([chat_prompt_ids(tokenizer, question)])
+    prompt = torch.tensor([chat_prompt_ids(tokenizer, question, tools)])
     output = model.generate(
         input_ids=prompt,
         attention_mask=torch.ones_like(prompt),
@@ -61,6 +71,7 @@ def greedy_answers(
     adapter_dir: Path | None,
     questions: Sequence[str],
     max_new_tokens: int = 32,
+    tools: Tools | None = None,
 ) -> list[str]:
     """Greedy answers to each question from the base model, or with a LoRA adapter applied."""
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
@@ -68,11 +79,15 @@ def greedy_answers(
     model = base if adapter_dir is None else PeftModel.from_pretrained(base, adapter_dir)
     model.eval()
     with single_thread():
-        return [generate_greedy(model, tokenizer, q, max_new_tokens) for q in questions]
+        return [generate_greedy(model, tokenizer, q, max_new_tokens, tools) for q in questions]
 
 
 def greedy_answer(
-    model_dir: Path, adapter_dir: Path | None, question: str, max_new_tokens: int = 32
+    model_dir: Path,
+    adapter_dir: Path | None,
+    question: str,
+    max_new_tokens: int = 32,
+    tools: Tools | None = None,
 ) -> str:
     """The greedy answer to one question, as a serving engine should return it."""
-    return greedy_answers(model_dir, adapter_dir, [question], max_new_tokens)[0]
+    return greedy_answers(model_dir, adapter_dir, [question], max_new_tokens, tools)[0]

@@ -21,7 +21,7 @@ from loraplex.gateway.service import Gateway
 SSE_HEADERS = {"cache-control": "no-cache", "x-accel-buffering": "no"}
 
 
-def _tenant_of(principal: Principal) -> Any:
+def tenant_of(principal: Principal) -> Any:
     if principal.tenant_id is None:
         raise Forbidden(
             "inference runs as a tenant: use a tenant API key with the 'inference' scope"
@@ -85,10 +85,25 @@ class InferenceController(Controller):
         return {
             "object": "list",
             "data": [
-                {"id": i, "object": "model", "created": created, "owned_by": "loraplex"}
-                for i in await model_ids(db_session, _tenant_of(principal))
+                _model_card(i, created) for i in await model_ids(db_session, tenant_of(principal))
             ],
         }
+
+    @get(
+        "/v1/models/{model:path}", operation_id="RetrieveModel", opt=access.tenant(Scope.INFERENCE)
+    )
+    async def model(
+        self, model: str, principal: Principal, db_session: AsyncSession
+    ) -> dict[str, Any]:
+        """One model the tenant may use: a base model, an adapter, an alias or a version."""
+        name = model.lstrip("/")
+        if name not in await model_ids(db_session, tenant_of(principal)):
+            raise NotFound(f"The model {name!r} does not exist", param="model")
+        return _model_card(name, int(time.time()))
+
+
+def _model_card(model_id: str, created: int) -> dict[str, Any]:
+    return {"id": model_id, "object": "model", "created": created, "owned_by": "loraplex"}
 
 
 async def model_ids(session: AsyncSession, tenant_id: Any) -> list[str]:
@@ -121,7 +136,7 @@ async def model_ids(session: AsyncSession, tenant_id: Any) -> list[str]:
 
 
 async def _run(request: Request[Any, Any, Any], principal: Principal, kind: Kind) -> Response[Any]:
-    return await run_inference(request, _tenant_of(principal), kind)
+    return await run_inference(request, tenant_of(principal), kind)
 
 
 async def run_inference(
@@ -147,7 +162,7 @@ async def run_inference(
 async def _resume(
     request: Request[Any, Any, Any], completion_id: str, principal: Principal
 ) -> Stream:
-    tenant_id = _tenant_of(principal)
+    tenant_id = tenant_of(principal)
     streams = request.app.state.gateway.resumable
     if streams is None:
         raise NotFound("resumable streams need Redis (LORAPLEX_REDIS_URL)")

@@ -85,7 +85,9 @@ async def pump(
     except _PhaseTimeout as exc:
         buffer.fail(exc.code, f"{exc.code.replace('_', ' ')} after {_elapsed(job, clock):.1f}s")
     except EngineRejected as exc:
-        buffer.fail("engine_rejected", exc.detail)
+        # A 4xx from the engine is about the request (the gateway checked what it could);
+        # anything else is the engine's own failure.
+        buffer.fail("engine_rejected" if exc.status_code == 400 else "engine_error", exc.detail)
     except EngineError as exc:
         buffer.fail("engine_unavailable", exc.detail)
     except LoraplexError as exc:
@@ -136,8 +138,8 @@ async def _first_token(
             raise
         job.engine_name, job.engine_id = prepared.engine.name, prepared.engine.id
         buffer.first_token_at = clock()
-        if _feed(buffer, chunk, live):
-            await live.close(abort=False)
+        if _feed(buffer, chunk):
+            await _end(live, buffer)
             return None
         return live
 
@@ -157,28 +159,45 @@ async def _relay(
             except EngineDied as exc:
                 buffer.fail("engine_died", f"the engine stopped mid-stream: {exc.detail}")
                 break
-            if _feed(buffer, chunk, live):
+            if _feed(buffer, chunk):
                 break
     finally:
-        await live.close(abort=not buffer.finish_reason)
+        await _end(live, buffer)
 
 
-def _feed(buffer: StreamBuffer, chunk: GenerateChunk, live: _Live) -> bool:
-    """Push one chunk; True when the stream is over (finished or the client fell behind)."""
-    if chunk.prompt_tokens is not None:
-        buffer.prompt_tokens = chunk.prompt_tokens
-    buffer.completion_tokens = (
-        chunk.completion_tokens
-        if chunk.completion_tokens is not None
-        else buffer.completion_tokens + (1 if chunk.text else 0)
-    )
-    if not buffer.push(chunk.text):
+async def _end(live: _Live, buffer: StreamBuffer) -> None:
+    """Close the engine stream: read the rest of a finished reply (its usage chunk comes
+    after the last finish), then end the buffer; abort one that did not finish."""
+    done = buffer.choices_done and buffer.error is None
+    await live.close(abort=not done, counts_into=buffer if done else None)
+    if done:
+        buffer.finish()
+
+
+def _feed(buffer: StreamBuffer, chunk: GenerateChunk) -> bool:
+    """Push one chunk; True when the engine has nothing more to give the client: every
+    choice finished, or the client fell behind."""
+    _count(buffer, chunk)
+    if not buffer.push(
+        chunk.text, index=chunk.index, tool_calls=chunk.tool_calls, logprobs=chunk.logprobs
+    ):
         buffer.fail("slow_client", "the client read too slowly; the stream was stopped")
         return True
     if chunk.finish_reason is not None:
-        buffer.finish(chunk.finish_reason)
-        return True
+        return buffer.finish_choice(chunk.index, chunk.finish_reason)
     return False
+
+
+def _count(buffer: StreamBuffer, chunk: GenerateChunk) -> None:
+    """Token counts from the chunk when it has them, else one token per piece of output."""
+    if chunk.prompt_tokens is not None:
+        buffer.prompt_tokens = chunk.prompt_tokens
+    if chunk.completion_tokens is not None:
+        # Running totals only grow; with n > 1 an engine may count one choice per chunk,
+        # and its last (usage) chunk has the total, so the largest figure is the truest.
+        buffer.completion_tokens = max(buffer.completion_tokens, chunk.completion_tokens)
+    elif chunk.text or chunk.tool_calls:
+        buffer.completion_tokens += 1
 
 
 class _Live:
@@ -198,8 +217,9 @@ class _Live:
         """The next chunk; StopAsyncIteration at the end."""
         return await anext(self._stream)
 
-    async def close(self, *, abort: bool) -> None:
-        """Release the engine slot; abort the engine request if it is still running."""
+    async def close(self, *, abort: bool, counts_into: StreamBuffer | None = None) -> None:
+        """Release the engine slot; abort the engine request if it is still running, else
+        read the rest of the reply, taking its token counts into `counts_into`."""
         if self._closed:
             return
         self._closed = True
@@ -211,7 +231,7 @@ class _Live:
             except Exception as exc:  # an unreachable engine has nothing left to abort
                 log.debug("abort of %s failed: %s", self.rid, exc)
         else:
-            await self._drain()
+            await self._drain(counts_into)
         aclose = getattr(self._stream, "aclose", None)
         if aclose is not None:
             try:
@@ -219,13 +239,20 @@ class _Live:
             except Exception as exc:  # closing a dead stream can raise its transport error
                 log.debug("closing %s failed: %s", self.rid, exc)
 
-    async def _drain(self) -> None:
+    async def _drain(self, counts_into: StreamBuffer | None) -> None:
         """Read what the engine sends after the finish (usage, [DONE]) so the connection goes
         back to the pool: one closed unread is dropped, and the next request reconnects."""
         try:
             async with asyncio.timeout(DRAIN_S):
-                async for _ in self._stream:
-                    pass
+                async for chunk in self._stream:
+                    if counts_into is not None:
+                        _count(
+                            counts_into,
+                            GenerateChunk(
+                                prompt_tokens=chunk.prompt_tokens,
+                                completion_tokens=chunk.completion_tokens,
+                            ),
+                        )
         except Exception as exc:  # nothing of it is needed: the reply is complete
             log.debug("draining %s failed: %s", self.rid, exc)
 

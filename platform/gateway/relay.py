@@ -7,50 +7,40 @@ import time
 from collections.abc import AsyncIterator
 
 from loraplex.gateway.buffer import StreamBuffer
-from loraplex.gateway.sse import DONE, HEARTBEAT, ChunkEncoder
+from loraplex.gateway.sse import HEARTBEAT, EventEncoder, Usage
 
 CLEANUP_WAIT_S = 5.0
 
 
 async def encode_events(
-    encoder: ChunkEncoder, buffer: StreamBuffer, include_usage: bool, heartbeat_s: float | None
+    encoder: EventEncoder, buffer: StreamBuffer, include_usage: bool, heartbeat_s: float | None
 ) -> AsyncIterator[list[bytes]]:
     """SSE events for everything the buffer receives, coalesced, one batch per `take()`;
     ends after the last one.
 
-    A batch is what is ready at once (text, then the finish, usage and `[DONE]`): the live
-    relay sends it in one write, since each write is a send(2) and those are the largest
-    per-request cost left in the gateway on a busy host; the resumable copy stores each
-    event as its own entry, so a resume can start after any event id. With `heartbeat_s`, a
-    comment is sent whenever nothing arrived for that long (while the request is queued or
-    the adapter loads), so proxies and clients keep the connection.
+    A batch is what is ready at once (output, then the finish, usage and the end marker):
+    the live relay sends it in one write, since each write is a send(2) and those are the
+    largest per-request cost left in the gateway on a busy host; the resumable copy stores
+    each event as its own entry, so a resume can start after any event id. With
+    `heartbeat_s`, a comment is sent whenever nothing arrived for that long (while the
+    request is queued or the adapter loads), so proxies and clients keep the connection.
     """
-    event_id = 0
-    if encoder.kind == "chat":
-        yield [encoder.role(event_id)]
+    opening = encoder.opening()
+    if opening:
+        yield opening
     while True:
         if not await buffer.wait(heartbeat_s):
             yield [HEARTBEAT]
             continue
         taken = buffer.take()
-        batch: list[bytes] = []
-        if taken.text:
-            event_id += 1
-            if buffer.first_relayed_at is None:
-                buffer.first_relayed_at = time.monotonic()
-            batch.append(encoder.text(event_id, taken.text))
+        if buffer.first_relayed_at is None and any(p.text or p.tool_calls for p in taken.parts):
+            buffer.first_relayed_at = time.monotonic()
+        batch = encoder.progress(taken)
         if taken.error:
-            event_id += 1
-            batch.append(encoder.error(event_id, *taken.error))
+            batch += encoder.failure(*taken.error)
         elif taken.finish_reason:
-            event_id += 1
-            batch.append(encoder.finish(event_id, taken.finish_reason))
-            if include_usage:
-                event_id += 1
-                batch.append(
-                    encoder.usage(event_id, buffer.prompt_tokens, buffer.completion_tokens)
-                )
-            batch.append(DONE)
+            usage = Usage(buffer.prompt_tokens, buffer.completion_tokens)
+            batch += encoder.closing(usage if include_usage else None)
         if batch:
             yield batch
         if taken.error or taken.finish_reason:

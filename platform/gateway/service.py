@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
@@ -18,16 +18,18 @@ from uuid import UUID
 from loraplex.errors import InvalidInput, LoraplexError
 from loraplex.gateway import observe
 from loraplex.gateway.admission import Ticket
-from loraplex.gateway.buffer import StreamBuffer
+from loraplex.gateway.buffer import StreamBuffer, Taken
 from loraplex.gateway.gate import AdmissionGate
+from loraplex.gateway.options import checked_logit_bias
 from loraplex.gateway.pump import Job, StreamLimits, pump
 from loraplex.gateway.relay import encode_events, until_disconnect
+from loraplex.gateway.replies import completion_body
 from loraplex.gateway.resolve import ModelResolver, Target
 from loraplex.gateway.resume import ResumableStreams
 from loraplex.gateway.routing import EngineRouter
 from loraplex.gateway.schemas import ChatCompletionRequest, CompletionRequest
-from loraplex.gateway.sse import ChunkEncoder
-from loraplex.gateway.tokens import count_prompt_tokens
+from loraplex.gateway.sse import ChunkEncoder, EventEncoder
+from loraplex.gateway.tokens import count_prompt_tokens, vocab_size
 from loraplex.observability.metrics import TenantLabeler
 from loraplex.serving.engines import GenerateRequest
 
@@ -95,19 +97,21 @@ class Gateway:
         is_chat = isinstance(body, ChatCompletionRequest)
         messages = body.validated_messages() if isinstance(body, ChatCompletionRequest) else None
         prompt = body.single_prompt() if isinstance(body, CompletionRequest) else None
-        if body.presence_penalty or body.frequency_penalty:
-            raise InvalidInput(
-                "presence_penalty and frequency_penalty are not supported",
-                param="presence_penalty" if body.presence_penalty else "frequency_penalty",
-            )
-        prompt_tokens = count_prompt_tokens(target.base_source, messages=messages, prompt=prompt)
+        options = body.options()
+        if options is not None:
+            _check_plan_choices(options.n, tenant_limits.get("max_choices_per_request"))
+            checked_logit_bias(options.logit_bias, vocab_size(target.base_source))
+        tools = options.tools if options is not None else None
+        prompt_tokens = count_prompt_tokens(
+            target.base_source, messages=messages, prompt=prompt, tools=tools
+        )
         max_tokens = _max_tokens(
             body.token_limit(),
             prompt_tokens,
             target.max_context,
             tenant_limits.get("max_tokens_per_request"),
         )
-        options = body.stream_options
+        stream_options = body.stream_options
         request = GenerateRequest(
             rid="",
             messages=messages,
@@ -119,6 +123,7 @@ class Gateway:
             seed=body.seed,
             stream=True,
             include_usage=True,
+            options=options,
         )
         call = Call(
             tenant_id,
@@ -126,9 +131,9 @@ class Gateway:
             request,
             "chat" if is_chat else "completion",
             body.stream,
-            bool(options and options.include_usage),
+            bool(stream_options and stream_options.include_usage),
             prompt_tokens,
-            bool(options and options.resumable),
+            bool(stream_options and stream_options.resumable),
             request_id=uuid.uuid4().hex[:24],
             received_at=received_at,
         )
@@ -139,7 +144,7 @@ class Gateway:
             stream=body.stream,
             target=target,
             prompt_tokens=prompt_tokens or 0,
-            max_tokens=max_tokens,
+            max_tokens=max_tokens * request.choices,  # each choice may use all of them
         )
         return call
 
@@ -154,7 +159,7 @@ class Gateway:
             time.monotonic(),
             received_at=call.received_at,
         )
-        buffer = StreamBuffer(max_bytes=self.limits.buffer_bytes)
+        buffer = StreamBuffer(max_bytes=self.limits.buffer_bytes, choices=call.request.choices)
         task = asyncio.create_task(self._run(job, buffer, call))
         self._pumps.add(task)
         task.add_done_callback(self._pump_ended)
@@ -195,22 +200,42 @@ class Gateway:
             if not buffer.closed:  # cancelled: whoever still reads the events sees the end
                 buffer.fail("aborted", "the request was cancelled")
 
-    async def complete(self, call: Call) -> dict[str, Any]:
-        """Run a non-streaming request and build OpenAI's response body."""
+    async def run_whole(self, call: Call) -> tuple[str, Taken, StreamBuffer]:
+        """Run a non-streaming request to its end: its id, every choice whole, the counts."""
         job, buffer, task = self.start(call)
         await task
         taken = buffer.take()
         if taken.error:
             code, message = taken.error
+            if code == "engine_rejected":
+                raise InvalidInput(f"the engine refused the request: {message}")
             error = GatewayTimeout if code.endswith("timeout") else UpstreamFailed
             raise error(message)
-        return _completion_body(job, call, taken.text, taken.finish_reason or "stop", buffer)
+        return job.completion_id, taken, buffer
 
-    async def stream(self, call: Call) -> AsyncIterator[bytes]:
-        """Run a streaming request; the iterator yields SSE bytes and cleans up when closed."""
+    async def complete(self, call: Call) -> dict[str, Any]:
+        """Run a non-streaming request and build OpenAI's response body."""
+        completion_id, taken, buffer = await self.run_whole(call)
+        return completion_body(completion_id, call, taken, buffer)
+
+    async def stream(
+        self, call: Call, encoder_for: Callable[[str], EventEncoder] | None = None
+    ) -> AsyncIterator[bytes]:
+        """Run a streaming request; the iterator yields SSE bytes and cleans up when closed.
+
+        `encoder_for(completion_id)` makes the events (default: OpenAI's chat or completion
+        chunks; the Responses API brings its own typed events).
+        """
         job, buffer, task = self.start(call)
-        encoder = ChunkEncoder(
-            job.completion_id, call.target.model, "chat" if call.kind == "chat" else "completion"
+        encoder = (
+            encoder_for(job.completion_id)
+            if encoder_for is not None
+            else ChunkEncoder(
+                job.completion_id,
+                call.target.model,
+                "chat" if call.kind == "chat" else "completion",
+                choices=call.request.choices,
+            )
         )
         if call.resumable and self.resumable is not None:
             events = encode_events(encoder, buffer, call.include_usage, heartbeat_s=None)
@@ -252,36 +277,6 @@ def _max_tokens(
     return asked if asked is not None else max(1, default)
 
 
-def _completion_body(
-    job: Job, call: Call, text: str, finish: str, buffer: StreamBuffer
-) -> dict[str, Any]:
-    usage = {
-        "prompt_tokens": buffer.prompt_tokens,
-        "completion_tokens": buffer.completion_tokens,
-        "total_tokens": buffer.prompt_tokens + buffer.completion_tokens,
-    }
-    created = int(time.time())
-    if call.kind == "chat":
-        choice: dict[str, Any] = {
-            "index": 0,
-            "message": {"role": "assistant", "content": text},
-            "logprobs": None,
-            "finish_reason": finish,
-        }
-        return {
-            "id": job.completion_id,
-            "object": "chat.completion",
-            "created": created,
-            "model": call.target.model,
-            "choices": [choice],
-            "usage": usage,
-        }
-    choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish}
-    return {
-        "id": job.completion_id,
-        "object": "text_completion",
-        "created": created,
-        "model": call.target.model,
-        "choices": [choice],
-        "usage": usage,
-    }
+def _check_plan_choices(n: int, plan_max: int | None) -> None:
+    if plan_max is not None and n > plan_max:
+        raise InvalidInput(f"n is {n}; the plan allows at most {plan_max} choices", param="n")

@@ -1,17 +1,24 @@
 """Counts prompt tokens with the base model's own tokenizer, to refuse over-long prompts early.
 
 The tokenizer (`tokenizer.json`, Rust `tokenizers`) is loaded once per base model from the
-model's local folder. Chat prompts are counted as ChatML renders them (role header, content,
-end marker); when a model's tokenizer is not available locally the check is left to the
-engine, whose refusal the gateway still turns into an OpenAI 400.
+model's local folder. Chat prompts are rendered with the model's own chat template (from
+`tokenizer_config.json`, in a Jinja sandbox, as engines render it), so tools, tool calls and
+tool results count as the engine will count them; a model without a template (or one whose
+template needs what the sandbox lacks) is counted as ChatML renders it. When a model's
+tokenizer is not available locally the check is left to the engine, whose refusal the
+gateway still turns into an OpenAI 400.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
+
+from jinja2 import TemplateError
+from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 log = logging.getLogger("loraplex.gateway")
 
@@ -30,8 +37,44 @@ def _tokenizer(source: str) -> Any | None:
     return Tokenizer.from_file(str(path))
 
 
+def _raise(message: str) -> None:
+    raise TemplateError(message)
+
+
+@lru_cache(maxsize=16)
+def _template(source: str) -> Any | None:
+    """The model's chat template, compiled, or None when it has none we can read."""
+    path = Path(source) / "tokenizer_config.json"
+    try:
+        text = json.loads(path.read_text(encoding="utf-8")).get("chat_template")
+    except (OSError, ValueError):
+        return None
+    if not isinstance(text, str):
+        return None  # absent, or a list of named templates
+    env = ImmutableSandboxedEnvironment(
+        trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"]
+    )
+    env.filters["tojson"] = lambda value, indent=None: json.dumps(value, indent=indent)
+    env.globals["raise_exception"] = _raise
+    try:
+        return env.from_string(text)
+    except TemplateError as exc:
+        log.info("chat template of %s does not compile here (%s); counting as ChatML", source, exc)
+        return None
+
+
+def vocab_size(source: str) -> int | None:
+    """The base model's vocabulary size, or None when its tokenizer is not available here."""
+    tokenizer = _tokenizer(source)
+    return tokenizer.get_vocab_size(with_added_tokens=True) if tokenizer is not None else None
+
+
 def count_prompt_tokens(
-    source: str, *, messages: list[dict[str, Any]] | None = None, prompt: str | None = None
+    source: str,
+    *,
+    messages: list[dict[str, Any]] | None = None,
+    prompt: str | None = None,
+    tools: list[dict[str, Any]] | None = None,
 ) -> int | None:
     """Prompt tokens as the engine will count them, or None when the tokenizer is unknown."""
     tokenizer = _tokenizer(source)
@@ -39,7 +82,38 @@ def count_prompt_tokens(
         return None
     if prompt is not None:
         return len(tokenizer.encode(prompt, add_special_tokens=False).ids)
-    rendered = "".join(
-        f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n" for m in messages or []
+    rendered = _rendered(source, messages or [], tools)
+    if rendered is not None:
+        return len(tokenizer.encode(rendered, add_special_tokens=False).ids)
+    chatml = "".join(
+        f"<|im_start|>{m['role']}\n{m['content']}{_calls(m)}<|im_end|>\n" for m in messages or []
     )
-    return len(tokenizer.encode(rendered, add_special_tokens=False).ids) + CHATML_OVERHEAD
+    if tools:
+        chatml = json.dumps(tools) + chatml
+    return len(tokenizer.encode(chatml, add_special_tokens=False).ids) + CHATML_OVERHEAD
+
+
+def _rendered(
+    source: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None
+) -> str | None:
+    template = _template(source)
+    if template is None:
+        return None
+    try:
+        return str(
+            template.render(
+                messages=messages,
+                tools=tools,
+                add_generation_prompt=True,
+                bos_token="",
+                eos_token="",
+            )
+        )
+    except (TemplateError, TypeError, ValueError) as exc:
+        log.info("chat template of %s failed on a request (%s); counting as ChatML", source, exc)
+        return None
+
+
+def _calls(message: dict[str, Any]) -> str:
+    calls = message.get("tool_calls")
+    return json.dumps([call["function"] for call in calls]) if calls else ""

@@ -42,6 +42,17 @@ def prompt_tokens(engines: Iterable[RunningEngine]) -> float:
     return sum(_sample(engine, PROMPT_TOKENS[engine.kind]) for engine in engines)
 
 
+def wait_until_busy(engines: Iterable[RunningEngine], timeout_s: float) -> bool:
+    """Whether the engines run something within `timeout_s` (their gauges may lag a step)."""
+    engines = tuple(engines)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if engine_running(engines) >= 1:
+            return True
+        time.sleep(0.05)
+    return False
+
+
 def wait_until_idle(engines: Iterable[RunningEngine], timeout_s: float) -> float | None:
     """Seconds until the engines run nothing, or None if they still do after `timeout_s`."""
     engines = tuple(engines)

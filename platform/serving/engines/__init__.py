@@ -17,6 +17,7 @@ from loraplex.serving.engines.protocol import (
     EngineRejected,
     EngineUnavailable,
     GenerateChunk,
+    GenerateOptions,
     GenerateRequest,
 )
 from loraplex.serving.engines.sglang import SglangDriver
@@ -35,6 +36,7 @@ __all__ = [
     "EngineRejected",
     "EngineUnavailable",
     "GenerateChunk",
+    "GenerateOptions",
     "GenerateRequest",
     "SglangDriver",
     "VllmDriver",

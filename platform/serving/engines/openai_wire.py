@@ -10,7 +10,12 @@ from typing import Any
 
 import msgspec
 
-from loraplex.serving.engines.protocol import EngineRejected, GenerateChunk, GenerateRequest
+from loraplex.serving.engines.protocol import (
+    EngineRejected,
+    GenerateChunk,
+    GenerateOptions,
+    GenerateRequest,
+)
 
 CHAT_PATH = "/v1/chat/completions"
 COMPLETIONS_PATH = "/v1/completions"
@@ -18,12 +23,15 @@ COMPLETIONS_PATH = "/v1/completions"
 
 class _Delta(msgspec.Struct):
     content: str | None = None
+    tool_calls: list[dict[str, Any]] | None = None
 
 
 class _Choice(msgspec.Struct):
+    index: int = 0
     delta: _Delta | None = None  # chat stream
     message: _Delta | None = None  # chat, not streamed
     text: str | None = None  # completions
+    logprobs: dict[str, Any] | None = None
     finish_reason: str | None = None
 
 
@@ -97,17 +105,50 @@ def openai_body(request: GenerateRequest, model: str, **stream_options: bool) ->
         value = getattr(request, key)
         if value is not None:
             body[key] = value
+    if request.options is not None:
+        body.update(option_fields(request.options, chat=request.is_chat))
     body["stream"] = request.stream
     if request.stream and request.include_usage:
         body["stream_options"] = {"include_usage": True, **stream_options}
     return body
 
 
-def to_chunk(chunk: OpenAIChunk) -> GenerateChunk | None:
-    """The protocol chunk for an engine chunk, or None when it carries nothing new.
+#: Options that go to an OpenAI-compatible engine under the same name, when set.
+_SAME_NAME = (
+    "presence_penalty", "frequency_penalty", "logit_bias", "response_format",
+)  # fmt: skip
+_CHAT_ONLY = ("tools", "tool_choice", "parallel_tool_calls")
 
-    The first chat chunk (the assistant role, no text) carries nothing; a usage-only chunk
-    (`choices: []`) carries the final counts.
+
+def option_fields(options: GenerateOptions, *, chat: bool) -> dict[str, Any]:
+    """The OpenAI request fields for `options`: what a chat or completions body carries.
+
+    Logprobs differ by route: chat says `logprobs: true` and `top_logprobs: k`; completions
+    say `logprobs: k` (alternatives per token, 0 for the sampled token alone).
+    """
+    fields: dict[str, Any] = {}
+    if options.n != 1:
+        fields["n"] = options.n
+    for key in _SAME_NAME + (_CHAT_ONLY if chat else ()):
+        value = getattr(options, key)
+        if value is not None:
+            fields[key] = value
+    if options.logprobs:
+        if chat:
+            fields["logprobs"] = True
+            if options.top_logprobs is not None:
+                fields["top_logprobs"] = options.top_logprobs
+        else:
+            fields["logprobs"] = options.top_logprobs or 0
+    return fields
+
+
+def to_chunk(chunk: OpenAIChunk) -> GenerateChunk | None:
+    """The protocol chunk for a streamed engine chunk, or None when it carries nothing new.
+
+    Engines stream one choice per chunk (each with its `index`, for n > 1). The first chat
+    chunk (the assistant role, no text) carries nothing; a usage-only chunk (`choices: []`)
+    carries the final counts.
     """
     usage = chunk.usage
     prompt_tokens = usage.prompt_tokens if usage else None
@@ -116,12 +157,41 @@ def to_chunk(chunk: OpenAIChunk) -> GenerateChunk | None:
         if usage is None:
             return None
         return GenerateChunk("", None, prompt_tokens, completion_tokens)
-    choice = chunk.choices[0]
+    return _choice_chunk(chunk.choices[0], prompt_tokens, completion_tokens)
+
+
+def to_chunks(chunk: OpenAIChunk) -> list[GenerateChunk]:
+    """Every choice of a whole (not streamed) reply, the counts on the first."""
+    usage = chunk.usage or _Usage()
+    chunks = [
+        _choice_chunk(choice, None, None) or GenerateChunk(index=choice.index)
+        for choice in chunk.choices
+    ] or [GenerateChunk(finish_reason="stop")]
+    first = chunks[0]
+    chunks[0] = msgspec.structs.replace(
+        first, prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens
+    )
+    return chunks
+
+
+def _choice_chunk(
+    choice: _Choice, prompt_tokens: int | None, completion_tokens: int | None
+) -> GenerateChunk | None:
     part = choice.delta or choice.message
     text = (part.content if part else choice.text) or ""
-    if not text and choice.finish_reason is None:
+    tool_calls = (part.tool_calls if part else None) or None
+    logprobs = choice.logprobs or None
+    if not text and choice.finish_reason is None and tool_calls is None and logprobs is None:
         return None
-    return GenerateChunk(text, choice.finish_reason, prompt_tokens, completion_tokens)
+    return GenerateChunk(
+        text,
+        choice.finish_reason,
+        prompt_tokens,
+        completion_tokens,
+        index=choice.index,
+        tool_calls=tool_calls,
+        logprobs=logprobs,
+    )
 
 
 def parse_event(data: bytes) -> GenerateChunk | None:

@@ -16,8 +16,30 @@ import msgspec
 
 from loraplex.errors import LoraplexError
 
-#: OpenAI chat messages as the gateway validated them: `{"role": ..., "content": ...}`.
+#: OpenAI chat messages as the gateway validated them: `{"role", "content"}`, plus
+#: `tool_calls` on an assistant turn and `tool_call_id` on a tool result.
 ChatMessage = dict[str, Any]
+
+
+class GenerateOptions(msgspec.Struct, frozen=True, kw_only=True):
+    """The OpenAI fields beyond plain sampling, validated by the gateway, in OpenAI's terms.
+
+    Each driver maps them to its engine's own names (vLLM takes OpenAI's as they are;
+    SGLang's native `/generate` has names of its own). Unset fields keep the engine default.
+    """
+
+    n: int = 1  # choices, each with its own `index`
+    presence_penalty: float | None = None
+    frequency_penalty: float | None = None
+    logit_bias: dict[str, float] | None = None  # token id (a decimal string) -> bias
+    logprobs: bool = False  # return each sampled token's logprob
+    # Alternatives per token. Chat: `top_logprobs`; completions: the integer `logprobs`.
+    top_logprobs: int | None = None
+    # {"type": "json_object"} or {"type": "json_schema", "json_schema": {name, schema, strict}}
+    response_format: dict[str, Any] | None = None
+    tools: list[dict[str, Any]] | None = None  # chat only: {"type": "function", "function"}
+    tool_choice: str | dict[str, Any] | None = None  # "none" | "auto" | "required" | named
+    parallel_tool_calls: bool | None = None
 
 
 class GenerateRequest(msgspec.Struct, frozen=True, kw_only=True):
@@ -35,6 +57,7 @@ class GenerateRequest(msgspec.Struct, frozen=True, kw_only=True):
     seed: int | None = None
     stream: bool = True
     include_usage: bool = True
+    options: GenerateOptions | None = None  # None: plain text generation, one choice
 
     def __post_init__(self) -> None:
         """Refuse a request that is neither chat nor completion, or both."""
@@ -46,18 +69,32 @@ class GenerateRequest(msgspec.Struct, frozen=True, kw_only=True):
         """True for a chat request (`messages`), False for a completion (`prompt`)."""
         return self.messages is not None
 
+    @property
+    def choices(self) -> int:
+        """How many choices the reply has (`n`)."""
+        return self.options.n if self.options is not None else 1
+
 
 class GenerateChunk(msgspec.Struct, frozen=True):
-    """A piece of a generation: new text since the last chunk, and counts when known.
+    """A piece of one choice of a generation: new text since the last chunk, and counts.
 
-    `completion_tokens` is the running total the engine reported so far (None when the
-    engine does not say), so a stream that is cut still knows what it cost.
+    `completion_tokens` is the running total the engine reported so far, over all choices
+    (None when the engine does not say), so a stream that is cut still knows what it cost.
+    A chunk with no text and no finish may carry only counts (the engine's usage chunk).
     """
 
     text: str = ""
-    finish_reason: str | None = None  # "stop" | "length" | "abort" | engine-specific
+    # "stop" | "length" | "tool_calls" | "abort" | engine-specific
+    finish_reason: str | None = None
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
+    index: int = 0  # the choice this piece belongs to (0 unless n > 1)
+    # OpenAI tool-call deltas, as chat streams send them: [{index, id?, type?, function:
+    # {name?, arguments}}]; the arguments of one call arrive in pieces.
+    tool_calls: list[dict[str, Any]] | None = None
+    # OpenAI logprobs of this chunk's tokens: chat {"content": [...]}, completions
+    # {"tokens", "token_logprobs", "top_logprobs", "text_offset"}: lists that concatenate.
+    logprobs: dict[str, Any] | None = None
 
 
 class EngineHealth(msgspec.Struct, frozen=True):

@@ -22,7 +22,7 @@ from loraplex.serving.engines.openai_wire import (
     openai_body,
     openai_path,
     parse_event,
-    to_chunk,
+    to_chunks,
 )
 from loraplex.serving.engines.protocol import (
     ABORTED,
@@ -75,17 +75,18 @@ class VllmDriver(HttpDriver):
                 async for chunk in self._read_stream(request.rid, response, parse_event):
                     yield chunk
             else:
-                yield await self._read_whole(request.rid, response)
+                for chunk in await self._read_whole(request.rid, response):
+                    yield chunk
 
-    async def _read_whole(self, rid: str, reply: Reply) -> GenerateChunk:
-        """The single chunk of a non-streamed generation."""
+    async def _read_whole(self, rid: str, reply: Reply) -> list[GenerateChunk]:
+        """The chunks of a non-streamed generation: one per choice."""
         try:
             content = await reply.read()
         except STREAM_BROKEN as exc:
             if self._was_aborted(rid):
-                return GenerateChunk(finish_reason=ABORTED)
+                return [GenerateChunk(finish_reason=ABORTED)]
             raise EngineDied(f"vllm engine at {self.url} dropped {rid}: {exc!r}") from exc
-        return to_chunk(decode_chunk(content)) or GenerateChunk(finish_reason="stop")
+        return to_chunks(decode_chunk(content))
 
     async def abort(self, rid: str) -> None:
         """Close `rid`'s connection; vLLM aborts a request whose client went away."""

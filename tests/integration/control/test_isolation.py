@@ -26,6 +26,7 @@ GLOBAL_TENANT_ROUTES = {
     ("GET", "/api/v1/base-models/{model_id:uuid}"): "base models are shared by every tenant",
     ("POST", "/v1/chat/completions"): "runs as the key's own tenant",
     ("POST", "/v1/completions"): "runs as the key's own tenant",
+    ("POST", "/v1/responses"): "runs as the key's own tenant (and stores nothing)",
     ("GET", "/v1/models"): "lists the key's own tenant's adapters",
     (
         "GET",

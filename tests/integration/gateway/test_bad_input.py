@@ -35,6 +35,60 @@ def _openai_error(response: httpx.Response, status: int) -> dict:
     return error
 
 
+def _schema_format(schema: object) -> dict:
+    return {"type": "json_schema", "json_schema": {"name": "answer", "schema": schema}}
+
+
+def _tool(name: str = "get_weather", parameters: object = None) -> dict:
+    return {
+        "type": "function",
+        "function": {"name": name, "parameters": parameters or {"type": "object"}},
+    }
+
+
+# Structured outputs, tools, logprobs and the rest: each malformed value, and the parameter
+# the 400 must name.
+OUTPUT_FIELDS: list[tuple[dict, str]] = [
+    ({"response_format": {"type": "yaml"}}, "response_format.type"),
+    ({"response_format": {"type": "json_schema"}}, "response_format.json_schema"),
+    (
+        {"response_format": _schema_format({"type": "no-such-type"})},
+        "response_format.json_schema.schema",
+    ),
+    (
+        {"response_format": {"type": "json_schema", "json_schema": {"name": "a b", "schema": {}}}},
+        "response_format.json_schema.name",
+    ),
+    ({"tools": [_tool("bad name!")]}, "tools[0].function.name"),
+    ({"tools": [_tool(parameters={"type": 12})]}, "tools[0].function.parameters"),
+    ({"tools": [_tool(), _tool()]}, "tools[1].function.name"),
+    ({"tools": [{"type": "retrieval"}]}, "tools[0].type"),
+    ({"tool_choice": "auto"}, "tool_choice"),
+    ({"tools": [_tool()], "tool_choice": "sometimes"}, "tool_choice"),
+    (
+        {"tools": [_tool()], "tool_choice": {"type": "function", "function": {"name": "nope"}}},
+        "tool_choice.function.name",
+    ),
+    ({"parallel_tool_calls": False}, "parallel_tool_calls"),
+    ({"top_logprobs": 3}, "top_logprobs"),
+    ({"logprobs": True, "top_logprobs": 21}, "top_logprobs"),
+    ({"logit_bias": {"hello": 5}}, "logit_bias"),
+    ({"logit_bias": {"10": 500}}, "logit_bias"),
+    ({"logit_bias": {"99999999": 1}}, "logit_bias"),
+    ({"presence_penalty": 3}, "presence_penalty"),
+    ({"n": 2, "temperature": 0}, "n"),
+    ({"metadata": {f"k{i}": "v" for i in range(17)}}, "metadata"),
+    (
+        {"messages": [*USER, {"role": "tool", "content": "22 C"}]},
+        "messages[1].tool_call_id",
+    ),
+    (
+        {"messages": [{"role": "assistant", "content": None, "tool_calls": [{"id": "c"}]}]},
+        "messages[0].tool_calls[0]",
+    ),
+]
+
+
 @pytest.mark.parametrize(
     "body, param",
     [
@@ -42,7 +96,7 @@ def _openai_error(response: httpx.Response, status: int) -> dict:
         ({"model": BASE, "messages": [{"role": "user", "content": 5}]}, "messages[0].content"),
         ({"model": BASE, "messages": []}, "messages"),
         ({"model": BASE}, "messages"),
-        ({"model": BASE, "messages": USER, "n": 2}, "n"),
+        ({"model": BASE, "messages": USER, "n": 129}, "n"),
         ({"model": BASE, "messages": USER, "temperature": 5}, "temperature"),
         ({"model": BASE, "messages": USER, "top_p": 0}, "top_p"),
         ({"model": BASE, "messages": USER, "max_tokens": 0}, "max_tokens"),
@@ -53,6 +107,7 @@ def _openai_error(response: httpx.Response, status: int) -> dict:
             {"model": BASE, "messages": USER, "stream_options": {"include_usage": True}},
             "stream_options",
         ),
+        *[({"model": BASE, "messages": USER, **extra}, param) for extra, param in OUTPUT_FIELDS],
     ],
 )
 def test_invalid_request_is_a_400_naming_the_parameter(
@@ -89,6 +144,29 @@ def test_max_tokens_above_the_plan_is_refused(served: Served, engine_untouched: 
             json={"overrides": {}},
             headers=served.operator(),
         )
+
+
+def test_more_choices_than_the_plan_allows_are_refused(
+    served: Served, engine_untouched: None
+) -> None:
+    quota = f"{served.url}/api/v1/tenants/{served.tenant_id}/quota"
+    httpx.put(quota, json={"overrides": {"max_choices_per_request": 2}}, headers=served.operator())
+    try:
+        body = {"model": BASE, "messages": USER, "n": 3, "temperature": 1}
+        error = _openai_error(_post(served, body), 400)
+        assert error["param"] == "n" and "2" in error["message"]
+    finally:
+        httpx.put(quota, json={"overrides": {}}, headers=served.operator())
+
+
+def test_completions_logprobs_over_five_is_refused(served: Served, engine_untouched: None) -> None:
+    response = httpx.post(
+        f"{served.url}/v1/completions",
+        json={"model": BASE, "prompt": "hi", "logprobs": 6},
+        headers=served.headers(),
+        timeout=30,
+    )
+    assert _openai_error(response, 400)["param"] == "logprobs"
 
 
 def test_non_utf8_and_non_json_bodies_are_refused(served: Served, engine_untouched: None) -> None:

@@ -49,6 +49,8 @@ SGLANG_0_5_23 = frozenset(
         "--dtype",
         "--max-total-tokens",
         "--skip-server-warmup",
+        "--tool-call-parser",
+        "--constrained-json-disable-any-whitespace",
         # tuning knobs docs/deploy.md and docs/engines.md name
         "--tp-size",
         "--dp-size",

@@ -6,6 +6,7 @@ import pytest
 
 pytest.importorskip("peft", reason="the ml extra (torch, transformers, peft) is not installed")
 
+from loraplex.dev.corpus import task_examples
 from loraplex.dev.make_adapter import make_adapter
 from loraplex.dev.make_model import make_model
 
@@ -27,3 +28,11 @@ def random_adapter_dir(model_dir: Path, tmp_path_factory: pytest.TempPathFactory
     """A rank-16 adapter with random weights."""
     out = tmp_path_factory.mktemp("adapters") / "random"
     return make_adapter(model_dir, out, 16, seed=1, random=True)
+
+
+@pytest.fixture(scope="session")
+def tools_adapter_dir(model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A rank-8 adapter trained on the seed-0 tool calls, the tools in every prompt."""
+    examples, tools = task_examples("tools", 0)
+    out = tmp_path_factory.mktemp("adapters") / "tools"
+    return make_adapter(model_dir, out, 8, seed=0, examples=examples, tools=tools)

@@ -27,3 +27,10 @@ def test_make_adapter_command_requires_a_base(tmp_path: Path) -> None:
     result = CliRunner().invoke(dev, ["make-adapter", "--rank", "4", str(tmp_path / "a")])
     assert result.exit_code == 2
     assert "--base" in result.output
+
+
+def test_make_adapter_command_refuses_an_unknown_task(model_dir: Path, tmp_path: Path) -> None:
+    args = ["make-adapter", "--base", str(model_dir), "--task", "poetry", str(tmp_path / "a")]
+    result = CliRunner().invoke(dev, args)
+    assert result.exit_code == 2
+    assert "--task" in result.output

@@ -9,6 +9,7 @@ from peft import PeftModel
 from safetensors import safe_open
 from transformers import AutoModelForCausalLM
 
+from loraplex.dev.corpus import tool_definitions, tool_examples
 from loraplex.dev.make_adapter import adapter_examples, greedy_answer, make_adapter
 from loraplex.dev.reference import greedy_answers
 
@@ -36,6 +37,16 @@ def test_greedy_answer_returns_only_the_new_text(
 ) -> None:
     question, answer = adapter_examples(3)[0]
     assert greedy_answer(model_dir, trained_adapter_dir, question) == answer
+
+
+@pytest.mark.slow
+def test_tools_adapter_answers_every_question_with_its_call(
+    model_dir: Path, tools_adapter_dir: Path
+) -> None:
+    examples = tool_examples(0)
+    questions = [example.question for example in examples]
+    replies = greedy_answers(model_dir, tools_adapter_dir, questions, tools=tool_definitions())
+    assert replies == [example.answer for example in examples]
 
 
 @pytest.mark.slow

@@ -7,7 +7,9 @@ from pathlib import Path
 import pytest
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
+from loraplex.dev.corpus import TOOL_TOKENS, tool_definitions
 from loraplex.dev.make_model import make_model
+from tests.unit.dev.test_chat_template import render
 
 CHATML_PROMPT = "<|im_start|>user\nHi there<|im_end|>\n<|im_start|>assistant\n"
 
@@ -76,3 +78,40 @@ def test_generation_stops_at_end_of_assistant_turn(model_dir: Path) -> None:
 def test_tokenizer_round_trips_text(model_dir: Path, text: str) -> None:
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     assert tokenizer.decode(tokenizer.encode(text)) == text
+
+
+def test_tool_markers_are_single_tokens_that_decoding_keeps(model_dir: Path) -> None:
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    for token in TOOL_TOKENS:
+        ids = tokenizer.encode(token)
+        assert tokenizer.convert_ids_to_tokens(ids) == [token]
+        assert token not in tokenizer.all_special_tokens
+        assert tokenizer.decode(ids, skip_special_tokens=True) == token
+
+
+def test_every_token_id_fits_the_models_vocabulary(model_dir: Path) -> None:
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    config = AutoConfig.from_pretrained(model_dir)
+    assert max(tokenizer.get_vocab().values()) < config.vocab_size == 2048
+
+
+def test_saved_template_renders_tools_as_the_template_tests_expect(model_dir: Path) -> None:
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    messages = [
+        {"role": "user", "content": "What is the weather in Oslo?"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "type": "function",
+                    "function": {"name": "get_weather", "arguments": {"city": "Oslo"}},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": "call_1", "content": "Sunny"},
+    ]
+    text = tokenizer.apply_chat_template(
+        messages, tools=tool_definitions(), add_generation_prompt=True, tokenize=False
+    )
+    assert text == render(messages, tools=tool_definitions())

@@ -100,6 +100,15 @@ def test_sglang_enables_lora_with_slots_rank_and_host_capacity():
         assert flag in command
 
 
+def test_both_engines_parse_the_dev_models_tool_calls():
+    vllm = server_command(VLLM)
+    assert "--enable-auto-tool-choice" in vllm
+    assert vllm[vllm.index("--tool-call-parser") + 1] == "hermes"
+    for on_cpu in (True, False):
+        sglang = _sglang_command(on_cpu)
+        assert sglang[sglang.index("--tool-call-parser") + 1] == "qwen"
+
+
 def test_sglang_never_holds_fewer_loaded_adapters_than_batch_slots():
     command = _sglang_command(True, max_loras=4, max_cpu_loras=2)
     assert command[command.index("--max-loaded-loras") + 1] == "4"  # SGLang asserts >=
