@@ -20,24 +20,16 @@ import msgspec
 from loraplex.bench.api import _operator_key
 from loraplex.bench.gateway import KIND_OPTION, PROMPT, _one, _setup
 from loraplex.bench.server import api_process
+from loraplex.dev.corpus import VERDICT_SCHEMA
 from loraplex.serving.engines.launcher import EngineConfig, start_engine
 from loraplex.settings import Settings
 
-SCHEMA = {
-    "type": "object",
-    "properties": {
-        "label": {"type": "string", "enum": ["positive", "negative", "neutral"]},
-        "urgent": {"type": "boolean"},
-    },
-    "required": ["label", "urgent"],
-    "additionalProperties": False,
-}
 FORMATS = {
     "plain": {},
     "json_schema": {
         "response_format": {
             "type": "json_schema",
-            "json_schema": {"name": "verdict", "schema": SCHEMA, "strict": True},
+            "json_schema": {"name": "verdict", "schema": VERDICT_SCHEMA, "strict": True},
         }
     },
 }

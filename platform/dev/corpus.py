@@ -336,3 +336,16 @@ def _tool_corpus() -> list[str]:
     for marker in TOOL_TOKENS:
         lines = [line.replace(marker, "") for line in lines]
     return lines
+
+
+# A JSON Schema any model can fill under a grammar in a few tokens (enums and a boolean, no
+# free text): the structured-output tests and `loraplex bench structured` ask for it.
+VERDICT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "label": {"type": "string", "enum": ["positive", "negative", "neutral"]},
+        "urgent": {"type": "boolean"},
+    },
+    "required": ["label", "urgent"],
+    "additionalProperties": False,
+}

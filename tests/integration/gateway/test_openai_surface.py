@@ -16,6 +16,7 @@ import pytest
 from openai import OpenAI
 from pydantic import BaseModel
 
+from loraplex.dev.corpus import VERDICT_SCHEMA
 from tests.integration.conftest import RANKS, Served
 from tests.integration.gateway.surface import Direct, comparable, direct_for, tool_adapter
 
@@ -39,22 +40,12 @@ def _client(served: Served) -> OpenAI:
     return OpenAI(base_url=f"{served.url}/v1", api_key=served.key, max_retries=0, timeout=120)
 
 
-ANSWER_SCHEMA = {
-    "type": "object",
-    "properties": {
-        "label": {"type": "string", "enum": ["positive", "negative", "neutral"]},
-        "urgent": {"type": "boolean"},
-    },
-    "required": ["label", "urgent"],
-    "additionalProperties": False,
-}
-
 FEATURES: dict[str, dict[str, Any]] = {
     "json_object": {"response_format": {"type": "json_object"}, "max_tokens": 48},
     "json_schema": {
         "response_format": {
             "type": "json_schema",
-            "json_schema": {"name": "answer", "schema": ANSWER_SCHEMA, "strict": True},
+            "json_schema": {"name": "answer", "schema": VERDICT_SCHEMA, "strict": True},
         },
         "max_tokens": 48,
     },
@@ -120,7 +111,7 @@ def test_json_schema_answers_validate_for_a_batch_of_prompts(vllm: Served) -> No
             max_tokens=64,
             response_format=FEATURES["json_schema"]["response_format"],
         )
-        jsonschema.validate(json.loads(reply.choices[0].message.content or ""), ANSWER_SCHEMA)
+        jsonschema.validate(json.loads(reply.choices[0].message.content or ""), VERDICT_SCHEMA)
 
 
 class Verdict(BaseModel):
@@ -347,7 +338,7 @@ def test_choices_logprobs_and_json_schema_on_each_engine(each: Served) -> None:
         max_tokens=64,
         response_format=FEATURES["json_schema"]["response_format"],
     )
-    jsonschema.validate(json.loads(shaped.choices[0].message.content or ""), ANSWER_SCHEMA)
+    jsonschema.validate(json.loads(shaped.choices[0].message.content or ""), VERDICT_SCHEMA)
     text = client.completions.create(
         model=each.base, prompt="Once upon a time", max_tokens=4, temperature=0, logprobs=1
     )

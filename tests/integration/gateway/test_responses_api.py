@@ -17,21 +17,12 @@ import pytest
 from openai import BadRequestError, OpenAI
 from pydantic import BaseModel
 
-from loraplex.dev.corpus import adapter_examples
+from loraplex.dev.corpus import VERDICT_SCHEMA, adapter_examples
 from tests.integration.conftest import RANKS, Served
 from tests.support.engine_metrics import prompt_tokens
 
 pytestmark = pytest.mark.engine
 GREEDY: dict[str, Any] = {"temperature": 0, "max_output_tokens": 32}
-VERDICT_SCHEMA = {
-    "type": "object",
-    "properties": {
-        "label": {"type": "string", "enum": ["positive", "negative", "neutral"]},
-        "urgent": {"type": "boolean"},
-    },
-    "required": ["label", "urgent"],
-    "additionalProperties": False,
-}
 
 
 @pytest.fixture

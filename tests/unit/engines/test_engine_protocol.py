@@ -30,6 +30,8 @@ def test_public_surface_is_exactly_all():
         "protocol",
         "sglang",
         "sglang_cpu",
+        "sglang_fanout",
+        "sglang_native",
         "streams",
         "vllm",
     }

@@ -24,7 +24,8 @@ from loraplex.serving.engines import (
     GenerateRequest,
     SglangDriver,
 )
-from loraplex.serving.engines.sglang import fan_out, sglang_model, with_usage_on_finish
+from loraplex.serving.engines.sglang import sglang_model, with_usage_on_finish
+from loraplex.serving.engines.sglang_fanout import fan_out
 
 MODELS = {
     "object": "list",

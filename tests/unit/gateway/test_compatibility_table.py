@@ -17,7 +17,9 @@ import pytest
 from loraplex.gateway.schemas import decode_body
 from loraplex.serving.engines import GenerateOptions, GenerateRequest
 from loraplex.serving.engines.openai_wire import openai_body
-from loraplex.serving.engines.sglang import chat_body, fan_out, generate_body
+from loraplex.serving.engines.sglang import chat_body
+from loraplex.serving.engines.sglang_fanout import fan_out
+from loraplex.serving.engines.sglang_native import generate_body
 
 README = Path(__file__).parents[3] / "README.md"
 TOOLS = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
