@@ -85,11 +85,14 @@ async def pump(
     except _PhaseTimeout as exc:
         buffer.fail(exc.code, f"{exc.code.replace('_', ' ')} after {_elapsed(job, clock):.1f}s")
     except EngineRejected as exc:
-        # A 4xx from the engine is about the request (the gateway checked what it could);
-        # anything else is the engine's own failure.
-        buffer.fail("engine_rejected" if exc.status_code == 400 else "engine_error", exc.detail)
+        # A 4xx from the engine is about the request (the gateway checked what it could),
+        # and its message is for the client; anything else is the engine's own failure.
+        if exc.status_code == 400:
+            buffer.fail("engine_rejected", exc.detail)
+        else:
+            buffer.fail("engine_error", _logged(job, "the engine failed the request", exc))
     except EngineError as exc:
-        buffer.fail("engine_unavailable", exc.detail)
+        buffer.fail("engine_unavailable", _logged(job, "no engine could serve the request", exc))
     except LoraplexError as exc:
         # Refused by placement (429 cold-load budget, 503 deferred): a stream ends with
         # this error event; a non-streamed request raises it as its HTTP status.
@@ -157,7 +160,7 @@ async def _relay(
                 buffer.finish("stop")
                 break
             except EngineDied as exc:
-                buffer.fail("engine_died", f"the engine stopped mid-stream: {exc.detail}")
+                buffer.fail("engine_died", _logged(job, "the engine stopped mid-stream", exc))
                 break
             if _feed(buffer, chunk):
                 break
@@ -274,6 +277,13 @@ async def _with_deadline(awaitable, deadline: float, clock: Callable[[], float],
             return await awaitable
     except TimeoutError as exc:
         raise _PhaseTimeout(code) from exc
+
+
+def _logged(job: Job, what: str, exc: EngineError) -> str:
+    """Log an engine failure with its detail (engine address, transport error) under the
+    request's id; the client's message says what happened and that id, nothing internal."""
+    log.warning("%s: %s (engine %s): %s", job.completion_id, what, job.engine_name, exc.detail)
+    return f"{what}; quote {job.completion_id} when asking the operator"
 
 
 def _elapsed(job: Job, clock: Callable[[], float]) -> float:

@@ -27,6 +27,7 @@ GLOBAL_TENANT_ROUTES = {
     ("POST", "/v1/chat/completions"): "runs as the key's own tenant",
     ("POST", "/v1/completions"): "runs as the key's own tenant",
     ("POST", "/v1/responses"): "runs as the key's own tenant (and stores nothing)",
+    ("GET", "/v1/models/{model:path}"): "base models, and the key's own tenant's adapters",
     ("GET", "/v1/models"): "lists the key's own tenant's adapters",
     (
         "GET",

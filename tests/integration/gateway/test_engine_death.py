@@ -114,4 +114,8 @@ def test_killing_the_engine_mid_stream_ends_with_an_error_event(
     assert killed_at is not None and len(events) >= 10
     last = events[-1].json()
     assert last["error"]["code"] in {"engine_died", "engine_unavailable"}, last
+    message = last["error"]["message"]
+    assert "127.0.0.1" not in message and "http" not in message and "Error" not in message, (
+        "the client's error names engine internals: " + message
+    )
     assert ended_after < 15, f"the stream hung for {ended_after:.1f}s after the engine died"

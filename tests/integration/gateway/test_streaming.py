@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
 
 import httpx
 import pytest
@@ -11,6 +12,7 @@ import pytest
 from tests.integration.conftest import BASE, Served
 from tests.integration.gateway.streams import parse_events, raw_stream_request, read_all
 from tests.support.engine_metrics import wait_until_busy, wait_until_idle
+from tests.support.partial_characters import steady_stream_bias
 
 pytestmark = pytest.mark.engine
 
@@ -30,6 +32,11 @@ LONG = {
 }
 
 
+def _long(served: Served) -> dict:
+    """A long greedy stream of the base model, kept steady (tests/support/partial_characters)."""
+    return {**LONG, "model": served.base, "logit_bias": steady_stream_bias(served.engine.model_dir)}
+
+
 def test_slow_reader_gets_coalesced_events_then_slow_client_and_the_engine_stops(
     served: Served,
 ) -> None:
@@ -41,7 +48,7 @@ def test_slow_reader_gets_coalesced_events_then_slow_client_and_the_engine_stops
     # says nothing about slow readers either, and the next try shows whether it persists.
     stalls = []
     for prompt in ("Once upon a time", "The list of numbers goes on:", "Tell me more"):
-        body = {**LONG, "model": served.base, "messages": [{"role": "user", "content": prompt}]}
+        body = {**_long(served), "messages": [{"role": "user", "content": prompt}]}
         sock = raw_stream_request(served.url, served.key, body)
         time.sleep(2)  # read nothing while the engine generates: socket buffers fill, then ours
         stopped_after = wait_until_idle(served.engines, 60)
@@ -76,7 +83,7 @@ def test_client_disconnect_aborts_the_engine_request_within_a_second(served: Ser
     # A reply the generated model ends early (EOS) leaves nothing running to abort; such a
     # try says nothing about disconnects, so another prompt is tried.
     for prompt in ("Once upon a time", "The list of numbers goes on:", "Tell me more"):
-        body = {**LONG, "model": served.base, "messages": [{"role": "user", "content": prompt}]}
+        body = {**_long(served), "messages": [{"role": "user", "content": prompt}]}
         with (
             httpx.Client(timeout=30) as http,
             http.stream(
@@ -86,7 +93,10 @@ def test_client_disconnect_aborts_the_engine_request_within_a_second(served: Ser
                 headers=served.headers(),
             ) as response,
         ):
-            if _ended(_first_data_lines(response, 5)):
+            # Held while the engine is checked: a line iterator that is dropped closes the
+            # connection, which is a disconnect, and the engine request is aborted at once.
+            lines = response.iter_lines()
+            if _ended(_first_data_lines(lines, 5)):
                 continue
             assert wait_until_busy(served.engines, 2), "the engine ran nothing mid-stream"
         break
@@ -110,15 +120,15 @@ def _ended(data_lines: list[str]) -> bool:
     return False
 
 
-def _first_data_lines(response: httpx.Response, count: int) -> list[str]:
-    """The stream's first `count` data lines (fewer if it ends sooner)."""
-    lines = []
-    for line in response.iter_lines():
+def _first_data_lines(lines: Iterator[str], count: int) -> list[str]:
+    """The stream's next `count` data lines (fewer if it ends sooner)."""
+    data = []
+    for line in lines:
         if line.startswith("data: "):
-            lines.append(line)
-            if len(lines) >= count:
+            data.append(line)
+            if len(data) >= count:
                 break
-    return lines
+    return data
 
 
 def _cut_streams(served: Served) -> int:
@@ -136,7 +146,7 @@ def test_usage_is_recorded_for_a_cut_stream(served: Served) -> None:
         http.stream(
             "POST",
             f"{served.url}/v1/chat/completions",
-            json={**LONG, "model": served.base},
+            json=_long(served),
             headers=served.headers(),
         ) as response,
     ):
@@ -161,8 +171,7 @@ def test_usage_is_recorded_for_a_cut_stream(served: Served) -> None:
 
 def test_stream_events_carry_increasing_ids_and_end_with_done(served: Served) -> None:
     body = {
-        **LONG,
-        "model": served.base,
+        **_long(served),
         "max_tokens": 12,
         "stream_options": {"include_usage": True},
     }
