@@ -27,7 +27,9 @@ async def _operator_key(settings: Settings) -> str:
     config = sqlalchemy_config(settings)
     try:
         async with config.get_session() as session:
-            key = await create_operator(session, "bench@localhost", "bench")
+            # one operator per run: a database that served an earlier run already has one
+            email = f"bench-{secrets.token_hex(4)}@localhost"
+            key = await create_operator(session, email, "bench")
             await session.commit()
             return key
     finally:

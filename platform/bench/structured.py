@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import statistics
 from dataclasses import replace
+from pathlib import Path
 
 import aiohttp
 import click
@@ -21,6 +22,7 @@ from loraplex.bench.api import _operator_key
 from loraplex.bench.gateway import KIND_OPTION, PROMPT, _one, _setup
 from loraplex.bench.server import api_process
 from loraplex.dev.corpus import VERDICT_SCHEMA
+from loraplex.dev.partial_characters import steady_stream_bias
 from loraplex.serving.engines.launcher import EngineConfig, start_engine
 from loraplex.settings import Settings
 
@@ -35,10 +37,12 @@ FORMATS = {
 }
 
 
-def _body(model: str, fmt: str, max_tokens: int) -> bytes:
+def _body(model: str, fmt: str, max_tokens: int, bias: dict[str, float]) -> bytes:
     return msgspec.json.encode(
         {
             "model": model,
+            # both kinds alike: the dev model's partial characters would hold back its text
+            "logit_bias": bias,
             "messages": PROMPT,
             "max_tokens": max_tokens,
             "temperature": 0,
@@ -50,14 +54,17 @@ def _body(model: str, fmt: str, max_tokens: int) -> bytes:
 
 
 async def _measure(
-    paths: dict[str, tuple[str, dict[str, str], str]], rounds: int, max_tokens: int
+    paths: dict[str, tuple[str, dict[str, str], str]],
+    rounds: int,
+    max_tokens: int,
+    bias: dict[str, float],
 ) -> dict[tuple[str, str], list[float]]:
     ttfts: dict[tuple[str, str], list[float]] = {}
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=300)) as client:
         for round_ in range(rounds + 1):  # round 0 warms up (grammar compile, kernels)
             for fmt in FORMATS:
                 for path, (url, headers, model) in paths.items():
-                    ttft, _ = await _one(client, url, headers, _body(model, fmt, max_tokens))
+                    ttft, _ = await _one(client, url, headers, _body(model, fmt, max_tokens, bias))
                     if round_:
                         ttfts.setdefault((fmt, path), []).append(ttft)
     return ttfts
@@ -83,7 +90,8 @@ def bench_structured(settings: Settings, kind: str, rounds: int, max_tokens: int
                 info.served_model,
             ),
         }
-        ttfts = asyncio.run(_measure(paths, rounds, max_tokens))
+        bias = steady_stream_bias(Path(info.model_dir))
+        ttfts = asyncio.run(_measure(paths, rounds, max_tokens, bias))
     click.echo(f"{kind} engine, {rounds} requests per row, one stream at a time")
     click.echo(f"{'request':<12} {'TTFT p50 direct':>16} {'gateway':>8} {'added':>7}")
     for fmt in FORMATS:

@@ -9,10 +9,10 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
+from loraplex.dev.partial_characters import steady_stream_bias
 from tests.integration.conftest import BASE, Served
 from tests.integration.gateway.streams import parse_events, raw_stream_request, read_all
 from tests.support.engine_metrics import wait_until_busy, wait_until_idle
-from tests.support.partial_characters import steady_stream_bias
 
 pytestmark = pytest.mark.engine
 
@@ -33,7 +33,7 @@ LONG = {
 
 
 def _long(served: Served) -> dict:
-    """A long greedy stream of the base model, kept steady (tests/support/partial_characters)."""
+    """A long greedy stream of the base model, kept steady (loraplex.dev.partial_characters)."""
     return {**LONG, "model": served.base, "logit_bias": steady_stream_bias(served.engine.model_dir)}
 
 
