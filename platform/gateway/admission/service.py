@@ -73,7 +73,7 @@ class Admission:
         fail_mode: FailMode = "closed",
         clock: Callable[[], float] = time.time,
         window_s: float = WINDOW_S,
-        timeout_s: float = 0.1,
+        timeout_s: float = 0.5,  # as `ratelimit_redis_timeout_s`: a loaded host may lag 0.1 s
         key_prefix: str = "loraplex:admission:",
         overload: AdmissionController | None = None,
         labeler: TenantLabeler | None = None,
