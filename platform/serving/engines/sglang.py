@@ -12,6 +12,12 @@ pinned by tests/unit/engines/test_sglang_contract.py. The quirks it guards again
   puts it on the finish chunk, where callers stop reading.
 - An unloaded adapter is not unservable: SGLang re-loads it when a request names it (§2.2,
   seen live), so the loaded set it reports is the truth placement reconciles to.
+- Its streaming tool-call parser loses a call's arguments when the call's name and
+  arguments reach the parser in one piece (the detokenizer sends several tokens at once
+  when the reader falls behind, as on a busy host): the stream says `tool_calls` with the
+  name and `""` as arguments (§11.1, reproduced offline with SGLang's own parser). A
+  streamed chat request that offers tools is therefore run whole upstream and streamed to
+  the client from the whole reply (`whole_upstream`).
 
 OpenAI options (§11). Chat goes to SGLang's OpenAI route, which takes every option under
 its OpenAI name and format (`openai_body` writes them). Completions go to native
@@ -209,6 +215,10 @@ class SglangDriver(HttpDriver):
 
     async def _generate_one(self, request: GenerateRequest) -> AsyncIterator[GenerateChunk]:
         """One single-choice generation, as SGLang streams it."""
+        if request.stream and whole_upstream(request):
+            async for chunk in self._generate_one(msgspec.structs.replace(request, stream=False)):
+                yield chunk
+            return
         if request.is_chat:
             body, path = chat_body(request, await self.base_model()), CHAT_PATH
         else:
@@ -271,6 +281,15 @@ class SglangDriver(HttpDriver):
     def _error_for(self, status: int, body: bytes, adapter: str | None) -> EngineError:
         """Errors before the stream starts: HTTP 400 with the engine's message (§3.3)."""
         return rejection(error_message(body), status, adapter)
+
+
+def whole_upstream(request: GenerateRequest) -> bool:
+    """Whether a streamed request must run whole on SGLang: a chat that may answer with a
+    tool call, whose streamed arguments SGLang can lose (see the module's docstring)."""
+    options = request.options
+    if not request.is_chat or options is None or not options.tools:
+        return False
+    return options.tool_choice != "none"
 
 
 def _usage_only(chunk: GenerateChunk) -> bool:

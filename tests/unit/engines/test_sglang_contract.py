@@ -525,7 +525,10 @@ async def test_chat_sends_every_option_under_its_openai_name(driver, fake_engine
         tool_choice={"type": "function", "function": {"name": "get_weather"}},
         parallel_tool_calls=False,
     )
-    request = GenerateRequest(rid="r1", adapter="ad-v1", messages=CHAT, seed=7, options=options)
+    request = GenerateRequest(
+        rid="r1", adapter="ad-v1", messages=CHAT, seed=7, options=options, stream=False
+    )
+    fake_engine.on("POST", "/v1/chat/completions", httpx.Response(200, json=WHOLE_TOOL_REPLY))
     await collect(driver, request)
     assert fake_engine.sent("/v1/chat/completions") == {
         "model": "base:ad-v1", "messages": CHAT, "seed": 7,
@@ -536,8 +539,7 @@ async def test_chat_sends_every_option_under_its_openai_name(driver, fake_engine
         "tools": [WEATHER_TOOL],
         "tool_choice": {"type": "function", "function": {"name": "get_weather"}},
         "parallel_tool_calls": False,
-        "stream": True,
-        "stream_options": {"include_usage": True, "continuous_usage_stats": True},
+        "stream": False,
         "lora_path": "ad-v1", "rid": "r1",
     }  # fmt: skip
 
@@ -554,9 +556,44 @@ async def test_chat_json_object_goes_as_it_is(driver, fake_engine):
     assert "n" not in sent
 
 
+WHOLE_TOOL_REPLY = {
+    "id": "r1", "object": "chat.completion", "created": 1, "model": "base",
+    "choices": [{"index": 0,
+                 "message": {"role": "assistant", "content": None, "tool_calls": [
+                     {"id": "call_0", "index": 0, "type": "function",
+                      "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}]},
+                 "finish_reason": "tool_calls"}],
+    "usage": {"prompt_tokens": 9, "completion_tokens": 6, "total_tokens": 15},
+}  # fmt: skip
+
+
+async def test_a_streamed_chat_offering_tools_runs_whole_upstream(driver, fake_engine):
+    """SGLang's streaming tool parser can drop a call's arguments [11.1]: the driver asks
+    for the whole reply and streams it, so the call arrives with its arguments."""
+    fake_engine.on("POST", "/v1/chat/completions", httpx.Response(200, json=WHOLE_TOOL_REPLY))
+    options = GenerateOptions(tools=[WEATHER_TOOL])
+    chunks = await collect(driver, GenerateRequest(rid="r1", messages=CHAT, options=options))
+    assert fake_engine.sent("/v1/chat/completions")["stream"] is False
+    [chunk] = chunks
+    assert chunk.tool_calls == WHOLE_TOOL_REPLY["choices"][0]["message"]["tool_calls"]
+    assert (chunk.finish_reason, chunk.prompt_tokens, chunk.completion_tokens) == (
+        "tool_calls", 9, 6,
+    )  # fmt: skip
+
+
+async def test_a_streamed_chat_with_tool_choice_none_still_streams(driver, fake_engine):
+    body = fake_engine.sse(sglang_chat_chunk(content="Hi"), sglang_chat_chunk(finish="stop"),
+                           usage_chunk(3, 1), b"[DONE]")  # fmt: skip
+    fake_engine.on("POST", "/v1/chat/completions", httpx.Response(200, content=body))
+    options = GenerateOptions(tools=[WEATHER_TOOL], tool_choice="none")
+    await collect(driver, GenerateRequest(rid="r1", messages=CHAT, options=options))
+    assert fake_engine.sent("/v1/chat/completions")["stream"] is True
+
+
 async def test_chat_stream_relays_tool_call_deltas(driver, fake_engine):
     """With --tool-call-parser: the first piece names the call, the rest carry arguments;
-    a natural stop after calls finishes as `tool_calls` [11]."""
+    a natural stop after calls finishes as `tool_calls` [11]. (The driver only streams a
+    tools request when `tool_choice` is "none"; the shape is what a stream carries.)"""
     first = {"id": "call_0", "index": 0, "type": "function",
              "function": {"name": "get_weather", "arguments": ""}}  # fmt: skip
     args_1 = {"id": None, "index": 0, "type": "function",
@@ -574,7 +611,7 @@ async def test_chat_stream_relays_tool_call_deltas(driver, fake_engine):
         b"[DONE]",
     )
     fake_engine.on("POST", "/v1/chat/completions", httpx.Response(200, content=body))
-    options = GenerateOptions(tools=[WEATHER_TOOL])
+    options = GenerateOptions(tools=[WEATHER_TOOL], tool_choice="none")
     chunks = await collect(driver, GenerateRequest(rid="r1", messages=CHAT, options=options))
     assert [chunk.tool_calls for chunk in chunks[:3]] == [[first], [args_1], [args_2]]
     assert chunks[-1] == GenerateChunk("", "tool_calls", 9, 6)
