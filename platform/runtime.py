@@ -24,6 +24,7 @@ from loraplex.auth.authenticator import KeyAuthenticator
 from loraplex.finetune.queue import JobQueue
 from loraplex.gateway.admission import Admission, AdmissionController
 from loraplex.gateway.gate import AdmissionGate
+from loraplex.gateway.lane import PriorityLane
 from loraplex.gateway.limits import TenantLimits
 from loraplex.gateway.pump import StreamLimits
 from loraplex.gateway.resolve import ModelResolver
@@ -118,9 +119,12 @@ async def running(state: Any, settings: Settings, db: SQLAlchemyAsyncConfig) -> 
         settings.admission_parallelism,
         settings.engine_max_in_flight,
         queue_wait_s=settings.engine_queue_wait_s,
+        adaptive=settings.engine_adaptive_cap,
+        ttft_slo_s=settings.engine_ttft_slo_s,
     )
+    lane = PriorityLane(settings.relay_yield_to_new_s, enabled=settings.relay_yield_to_new_s > 0)
     state.gateway = Gateway(
-        ModelResolver(sessions), router, state.usage, stream_limits(settings), gate=gate
+        ModelResolver(sessions), router, state.usage, stream_limits(settings), gate=gate, lane=lane
     )
     state.gateway.resumable = ResumableStreams(
         state.redis, settings.resume_window_s, settings.stream_heartbeat_s

@@ -97,6 +97,9 @@ class Settings:
     idle_timeout_s: float = 30.0
     total_timeout_s: float = 600.0
     resume_window_s: float = 30.0
+    # Streams in flight hold their next write up to this long while a new request is being
+    # admitted, so it reaches its engine first (loraplex.gateway.lane); 0 turns it off.
+    relay_yield_to_new_s: float = 0.02
 
     # Admission (see loraplex.gateway.admission).
     ratelimit_fail_mode: str = "closed"  # Redis unreachable: "closed" answers 503, "open" admits
@@ -114,6 +117,12 @@ class Settings:
     # two interleaved rounds): 0.03 s served 3-5% more than no wait at the same p99; 0.1 s
     # added 60-110 ms to p99.
     engine_queue_wait_s: float = 0.03
+    # The cap adapts per engine (loraplex.gateway.admission.engine_cap): it starts at the
+    # engine's batch slots and grows while requests meet the TTFT SLO, shrinks when they do
+    # not or when the engine queues; `engine_max_in_flight` then only bounds it from above.
+    engine_adaptive_cap: bool = True
+    # The TTFT the adaptive cap keeps requests within; 0: twice the engine's idle TTFT.
+    engine_ttft_slo_s: float = 0.0
     concurrency_lease_s: float = 15.0  # a crashed API process frees its slots within this
     # How long an admission decision may wait for Redis before `ratelimit_fail_mode` applies.
     # 0.1 s was too tight on a busy 2-core host (spurious 503s at 64 streams).

@@ -89,6 +89,10 @@ def settings(
         s3_region=REGION,
         s3_access_key_id=ACCESS_KEY,
         s3_secret_access_key=SECRET_KEY,
+        # No engine cap: a cap learned from TTFTs on a loaded 2-core CI host would shed the
+        # suite's own concurrent requests at random. The adaptive cap has its own tests
+        # (tests/unit/gateway/test_engine_cap.py, test_gate.py) and `loraplex bench overload`.
+        engine_adaptive_cap=False,
     )
 
 

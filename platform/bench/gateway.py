@@ -18,7 +18,7 @@ import os
 import secrets
 import statistics
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import aiohttp
@@ -29,7 +29,7 @@ import msgspec
 from loraplex.adapters.facts import facts_to_json, read_base_model_facts
 from loraplex.bench.api import _operator_key
 from loraplex.bench.scrape import Buckets, quantile, read_histogram
-from loraplex.bench.server import api_process
+from loraplex.bench.server import api_process, without_shedding
 from loraplex.bench.tenants import tenant_key
 from loraplex.serving.engines.http_driver import iter_sse_data
 from loraplex.serving.engines.launcher import EngineConfig, start_engine
@@ -258,7 +258,7 @@ def bench_gateway(
     info = start_engine(engine, say=lambda line: click.echo(f"[engine] {line}", err=True))
     operator = asyncio.run(_operator_key(settings))
     # Admission shedding off: this measures what the relay costs, not load shedding.
-    with api_process(replace(settings, admission_ttft_budget_s=1e9).to_env()) as (url, api_pid):
+    with api_process(without_shedding(settings).to_env()) as (url, api_pid):
         key = _setup(url, operator, engine, info.served_model)
         results: list[Round] = []
         # Per path: where to send, headers, the HTTP server whose CPU is counted (the

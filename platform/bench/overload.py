@@ -4,6 +4,9 @@ with admission control on and off, plus a noisy-neighbour run — all in one run
 Capacity is measured first (closed loop at the engine's best concurrency), then an open-loop
 Poisson load at each multiple is offered to two API processes on the same engine: one caps
 what runs on the engine and sheds past it (admission on), one admits everything (off).
+The "on" process runs with the product's defaults: an adaptive cap per engine that finds
+its own level, no `engine_max_in_flight`; the concurrency the capacity search found is only
+reported, never given to it (`--fixed-cap` gives it, for a comparison with the old way).
 
 Goodput is what it usually means in serving: requests per second that completed *and* met
 the TTFT SLO (2x the unloaded p99), counted over the measurement window: for a closed loop,
@@ -28,7 +31,7 @@ import httpx
 
 from loraplex.bench.api import _operator_key
 from loraplex.bench.gateway import KIND_OPTION, _setup
-from loraplex.bench.server import api_process
+from loraplex.bench.server import api_process, without_shedding
 from loraplex.bench.tenants import tenant_key
 from loraplex.serving.engines.launcher import EngineConfig, start_engine
 from loraplex.settings import Settings
@@ -161,17 +164,28 @@ async def closed_loop(url: str, key: str, streams: int, seconds: float, max_toke
 @click.option("--seconds", default=12.0, show_default=True, help="per load level")
 @click.option("--max-tokens", default=32, show_default=True)
 @click.option(
+    "--fixed-cap",
+    is_flag=True,
+    help="Admission on with a fixed cap at the searched concurrency (the pre-adaptive way).",
+)
+@click.option(
     "--json", "json_path", type=click.Path(path_type=Path), default=Path("var/bench/overload.json")
 )
 @click.pass_obj
 def bench_overload(
-    settings: Settings, kind: str, seconds: float, max_tokens: int, json_path: Path
+    settings: Settings,
+    kind: str,
+    seconds: float,
+    max_tokens: int,
+    fixed_cap: bool,
+    json_path: Path,
 ) -> None:
     """Goodput and admitted p99 TTFT at 0.5x, 1x, 2x, 4x capacity, admission on vs off."""
     engine = EngineConfig(kind=kind)
     info = start_engine(engine, say=lambda line: click.echo(f"[engine] {line}", err=True))
     operator = asyncio.run(_operator_key(settings))
-    with api_process(replace(settings, admission_ttft_budget_s=1e9).to_env()) as (off_url, _):
+    # The TTFT-estimate shedding is off in both: the cap (or nothing) is what is compared.
+    with api_process(without_shedding(settings).to_env()) as (off_url, _):
         _setup(off_url, operator, engine, info.served_model)
         # The load comes from a normal-priority (pro) tenant whose quotas are lifted: the
         # engine cap applies to it exactly (enterprise may use 1.2x), and no 429 mixes in.
@@ -189,7 +203,12 @@ def bench_overload(
             f"{slo_ms:.0f} ms = 2x unloaded)",
             err=True,
         )
-        admission_on = replace(settings, admission_ttft_budget_s=1e9, engine_max_in_flight=streams)
+        admission_on = replace(
+            settings,
+            admission_ttft_budget_s=1e9,
+            engine_max_in_flight=streams if fixed_cap else 0,
+            engine_adaptive_cap=not fixed_cap,
+        )
         with api_process(admission_on.to_env()) as (on_url, _):
             for factor in (0.5, 1.0, 2.0, 4.0):
                 for mode, url in (("off", off_url), ("on", on_url)):
@@ -198,6 +217,7 @@ def bench_overload(
                         {
                             **_row(f"{factor}x", out, slo_ms),
                             "admission": mode,
+                            "cap": _engine_cap(url, operator, engine.url) if mode == "on" else None,
                             "offered": factor * rate,
                             "goodput_vs_capacity": out.goodput(slo_ms) / rate,
                             "p99_vs_unloaded": out.p(0.99) / unloaded.p(0.99),
@@ -234,6 +254,16 @@ def _slo_capacity(
             best = (streams, out)
     assert closest is not None
     return best or closest
+
+
+def _engine_cap(url: str, operator: str, engine_url: str) -> int | None:
+    """The in-flight cap the API process at `url` holds for the engine now."""
+    ops = {"Authorization": f"Bearer {operator}"}
+    rows = httpx.get(f"{url}/api/v1/engines", params={"page_size": 100}, headers=ops).json()
+    for row in rows["items"]:
+        if row["url"] == engine_url and row.get("live"):
+            return row["live"].get("in_flight_cap")
+    return None
 
 
 def _row(level: str, out: Outcome, slo_ms: float) -> dict:
@@ -284,7 +314,7 @@ def _noisy_neighbour(
 def _print(rows: list[dict]) -> None:
     click.echo(
         f"{'load':>16} {'admission':>9} {'offered/s':>9} {'goodput/s':>9} {'vs cap':>6} "
-        f"{'done/s':>6} {'p99 TTFT ms':>11} {'vs unloaded':>11} refused"
+        f"{'done/s':>6} {'p99 TTFT ms':>11} {'vs unloaded':>11} {'cap':>4} refused"
     )
     for r in rows:
         click.echo(
@@ -294,5 +324,6 @@ def _print(rows: list[dict]) -> None:
             f"{r.get('goodput_vs_capacity', float('nan')):6.2f} {r['done']:6.2f} "
             f"{r['p99_ms']:11.0f} "
             f"{r.get('p99_vs_unloaded', r.get('p99_vs_alone', float('nan'))):11.2f} "
+            f"{r.get('cap') or '':>4} "
             f"{r['refused'] or ''}"
         )

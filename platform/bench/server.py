@@ -10,9 +10,12 @@ import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 
 import httpx
+
+from loraplex.settings import Settings
 
 
 def free_port() -> int:
@@ -20,6 +23,15 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def without_shedding(settings: Settings) -> Settings:
+    """`settings` with admission's load shedding off (TTFT estimate and engine cap), for
+    benches that measure what the gateway costs, or the baseline of one that measures
+    shedding; tenant quotas still apply."""
+    return replace(
+        settings, admission_ttft_budget_s=1e9, engine_max_in_flight=0, engine_adaptive_cap=False
+    )
 
 
 @contextmanager

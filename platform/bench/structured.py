@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import statistics
-from dataclasses import replace
 from pathlib import Path
 
 import aiohttp
@@ -20,7 +19,7 @@ import msgspec
 
 from loraplex.bench.api import _operator_key
 from loraplex.bench.gateway import KIND_OPTION, PROMPT, _one, _setup
-from loraplex.bench.server import api_process
+from loraplex.bench.server import api_process, without_shedding
 from loraplex.dev.corpus import VERDICT_SCHEMA
 from loraplex.dev.partial_characters import steady_stream_bias
 from loraplex.serving.engines.launcher import EngineConfig, start_engine
@@ -80,7 +79,7 @@ def bench_structured(settings: Settings, kind: str, rounds: int, max_tokens: int
     engine = EngineConfig(kind=kind)
     info = start_engine(engine, say=lambda line: click.echo(f"[engine] {line}", err=True))
     operator = asyncio.run(_operator_key(settings))
-    with api_process(replace(settings, admission_ttft_budget_s=1e9).to_env()) as (url, _):
+    with api_process(without_shedding(settings).to_env()) as (url, _):
         key = _setup(url, operator, engine, info.served_model)
         paths = {
             "direct": (f"{engine.url}/v1/chat/completions", {}, info.served_model),

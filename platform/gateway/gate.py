@@ -14,14 +14,23 @@ await) until they end: counting only requests already running on an engine let a
 arrivals all pass the check during the awaits in between and overshoot the cap, which is
 what kept admitted TTFT high under 2x load. A request that finds the cap reached waits up
 to `queue_wait_s` for a place and is shed only then, so the engine is not left idle between
-arrivals. A place freed goes to the waiting tenant with the fewest requests running (oldest
-first among equals): a tenant flooding the queue gets its turn after the others'.
+arrivals.
+
+The cap is per engine and adapts by itself (`admission.engine_cap`, AIMD on TTFT against
+an SLO, starting from `parallelism` or the engine's batch slots if more); `max_in_flight`,
+when set, is its ceiling, and without adaptation the fixed cap. Places under the cap are
+shared fairly across tenants (`admission.fair_share`): a freed place goes to the waiting
+tenant furthest below its weighted share, and a tenant below its share goes in past the cap
+while another tenant holds more than its own, so a flood from one tenant never refuses
+another within its quota.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
+import time
 from collections import Counter, defaultdict
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -29,10 +38,23 @@ from typing import Any
 from uuid import UUID
 
 from loraplex.gateway.admission import Admission, AdmissionController, Ticket
+from loraplex.gateway.admission.engine_cap import DEFAULT_CEILING, AdaptiveCap
 from loraplex.gateway.admission.errors import Overloaded
+from loraplex.gateway.admission.fair_share import (
+    Claim,
+    fair_shares,
+    may_borrow,
+    neediest,
+    weight_of,
+)
 from loraplex.gateway.resolve import Target
 from loraplex.gateway.routing import EngineRouter
-from loraplex.observability.metrics import ADMISSION_REJECTIONS, TenantLabeler
+from loraplex.observability.metrics import (
+    ADMISSION_REJECTIONS,
+    ENGINE_IN_FLIGHT_CAP,
+    TenantLabeler,
+)
+from loraplex.serving.registry import EngineHandle
 
 # An engine running `cap x share` requests refuses a request of that priority: the lowest
 # class is shed first, the highest may use a little headroom past the cap.
@@ -43,6 +65,18 @@ def in_flight_allowance(cap: int, priority: int) -> int:
     """How many requests an engine may have in flight for a request of `priority` to start."""
     share = PRIORITY_SHARE[min(max(priority, 0), len(PRIORITY_SHARE) - 1)]
     return max(1, round(cap * share))
+
+
+TenantKey = tuple[str, UUID | None]  # (base model, tenant)
+
+
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    """What the gate knew when it let a request in, for the cap to learn from its TTFT."""
+
+    at: float  # monotonic
+    idle: bool  # nothing else was running for its model
+    at_cap: bool  # the cap was (nearly) reached
 
 
 class AdmissionGate:
@@ -57,23 +91,34 @@ class AdmissionGate:
         max_in_flight: int = 0,
         labeler: TenantLabeler | None = None,
         queue_wait_s: float = 0.0,
+        *,
+        adaptive: bool = False,
+        ttft_slo_s: float = 0.0,
     ):
         self.admission, self.controller, self.router = admission, controller, router
         self.parallelism, self.max_in_flight = parallelism, max_in_flight
         self.labeler, self.queue_wait_s = labeler or TenantLabeler(), queue_wait_s
+        self.adaptive, self.ttft_slo_s = adaptive, ttft_slo_s
+        self.caps: dict[str, AdaptiveCap] = {}  # engine id -> its cap (adaptive only)
         self._admitted: Counter[str] = Counter()  # per base model: admitted, not yet ended
-        self._running: Counter[tuple[str, UUID | None]] = Counter()  # the same, per tenant
+        self._running: Counter[TenantKey] = Counter()  # the same, per tenant
+        self._claims: dict[TenantKey, Claim] = {}  # each tenant's weight and bound, by model
         self._waiters: defaultdict[str, list[_Waiter]] = defaultdict(list)  # arrival order
+        self._entries: dict[str, _Entry] = {}  # request id -> when and how it was let in
 
     def shed_if_saturated(self, target: Target, priority: int, tenant_id: UUID) -> None:
-        """503 + Retry-After when every candidate engine is at the in-flight cap for `priority`."""
-        if self._saturated(target, priority):
+        """503 + Retry-After when every candidate engine is at the in-flight cap for `priority`
+        and the tenant has no fair share left to claim past it."""
+        if self._saturated(target, priority) and not self._may_borrow(target, tenant_id):
             ADMISSION_REJECTIONS.labels("engine_concurrency", self.labeler(tenant_id)).inc()
             raise Overloaded("1")
 
     async def wait_for_room(self, target: Target, priority: int, tenant_id: UUID) -> None:
-        """Return once `target` is under the cap for `priority`, or shed after `queue_wait_s`."""
+        """Return once `target` is under the cap for `priority` (or the tenant is below its
+        fair share while another is above), or shed after `queue_wait_s`."""
         waiters = self._waiters[target.base_model]
+        if self._may_borrow(target, tenant_id):
+            return
         if not waiters and not self._saturated(target, priority):
             return
         if self.queue_wait_s <= 0:
@@ -93,33 +138,89 @@ class AdmissionGate:
             finally:
                 if waiter in waiters:
                     waiters.remove(waiter)
-            if not self._saturated(target, priority):
+            if not self._saturated(target, priority) or self._may_borrow(target, tenant_id):
                 return
 
+    def cap_of(self, engine: EngineHandle) -> int:
+        """The in-flight cap of one engine now (0: none)."""
+        if not self.adaptive:
+            return max(0, self.max_in_flight)
+        cap = self.caps.get(engine.id)
+        if cap is None:
+            ceiling = self.max_in_flight if self.max_in_flight > 0 else DEFAULT_CEILING
+            cap = self.caps[engine.id] = AdaptiveCap(
+                seed=max(self.parallelism, engine.gpu_slots), ceiling=ceiling, slo_s=self.ttft_slo_s
+            )
+            engine.in_flight_cap = cap.value
+        return cap.value
+
+    def _places(self, target: Target, priority: int) -> float:
+        """Places under the caps of `target`'s engines for a request of `priority` (inf: no cap)."""
+        engines = self.router.ordered(target)
+        caps = [self.cap_of(e) for e in engines]
+        if not engines or any(cap <= 0 for cap in caps):
+            return math.inf
+        return sum(in_flight_allowance(cap, priority) for cap in caps)
+
     def _saturated(self, target: Target, priority: int) -> bool:
-        if self.max_in_flight <= 0:
+        places = self._places(target, priority)
+        if math.isinf(places):
             return False
         engines = self.router.ordered(target)
-        allowance = in_flight_allowance(self.max_in_flight, priority)
         busy = max(self._admitted[target.base_model], sum(e.in_flight for e in engines))
-        return bool(engines) and busy >= allowance * len(engines)
+        return busy >= places
 
-    def _enter(self, target: Target, tenant_id: UUID | None) -> None:
-        self._admitted[target.base_model] += 1
-        self._running[target.base_model, tenant_id] += 1
+    def _shares(self, model: str, places: float, newcomer: UUID | None) -> dict[TenantKey, float]:
+        """Fair shares of `places` among the tenants running or waiting for `model`."""
+        active = {key for key in self._running if key[0] == model}
+        active.update((model, w.tenant_id) for w in self._waiters.get(model, ()))
+        active.add((model, newcomer))
+        return fair_shares(places, {key: self._claims.get(key, Claim(1.0)) for key in active})
+
+    def _may_borrow(self, target: Target, tenant_id: UUID | None) -> bool:
+        """At the cap: whether this tenant is below its fair share while another is above."""
+        places = self._places(target, 1)
+        if math.isinf(places):
+            return False
+        model = target.base_model
+        running = {k: n for k, n in self._running.items() if k[0] == model}
+        return may_borrow((model, tenant_id), running, self._shares(model, places, tenant_id))
+
+    def _enter(
+        self, target: Target, tenant_id: UUID | None, limits: dict[str, int], request_id: str
+    ) -> None:
+        model = target.base_model
+        places = self._places(target, limits.get("priority", 0))
+        self._entries[request_id] = _Entry(
+            time.monotonic(),
+            idle=self._admitted[model] == 0,
+            at_cap=self._admitted[model] + 1 >= places - len(self.router.ordered(target)),
+        )
+        bound = limits.get("concurrent_requests")
+        self._claims[model, tenant_id] = Claim(
+            weight_of(limits.get("priority", 0)), float(bound) if bound else math.inf
+        )
+        self._admitted[model] += 1
+        self._running[model, tenant_id] += 1
 
     def _leave(self, target: Target, tenant_id: UUID | None) -> None:
-        """A request ended: its place goes to a waiter of the tenant with the fewest requests
-        running (the oldest such waiter), so a tenant flooding the queue cannot take every
-        place freed while others wait."""
+        """A request ended: its place goes to the waiter of the tenant furthest below its
+        fair share (the oldest such waiter), so a tenant flooding the queue cannot take
+        every place freed while others wait."""
         model = target.base_model
         self._admitted[model] -= 1
         self._running[model, tenant_id] -= 1
         if self._running[model, tenant_id] <= 0:
             del self._running[model, tenant_id]
+            if not any(w.tenant_id == tenant_id for w in self._waiters.get(model, ())):
+                self._claims.pop((model, tenant_id), None)
         waiters = [w for w in self._waiters.get(model, ()) if not w.turn.done()]
         if waiters:
-            chosen = min(waiters, key=lambda w: self._running[model, w.tenant_id])
+            places = self._places(target, 1)
+            shares = self._shares(model, places if not math.isinf(places) else 1.0, None)
+            running = {k: n for k, n in self._running.items() if k[0] == model}
+            tenant = neediest([(model, w.tenant_id) for w in waiters], running, shares)
+            chosen = next(w for w in waiters if (model, w.tenant_id) == tenant)
             self._waiters[model].remove(chosen)
             chosen.turn.set_result(None)
 
@@ -151,7 +252,7 @@ class AdmissionGate:
     ) -> Ticket | None:
         """A ticket for the request, or the refusal (429/503 with Retry-After) raised."""
         await self.wait_for_room(target, limits.get("priority", 0), tenant_id)
-        self._enter(target, tenant_id)  # `hold` gives it back when the request ends
+        self._enter(target, tenant_id, limits, request_id)  # `hold` gives it back at the end
         if self.admission is None:
             return None
         try:
@@ -164,6 +265,7 @@ class AdmissionGate:
                 estimated_ttft_s=self.estimate_ttft_s(target, prompt_tokens),
             )
         except BaseException:
+            self._entries.pop(request_id, None)
             self._leave(target, tenant_id)
             raise
 
@@ -199,14 +301,41 @@ class AdmissionGate:
             leave()
 
     def observe(
-        self, engine_id: str | None, service_s: float, prompt_tokens: int, ttft_s: float | None
+        self,
+        engine_id: str | None,
+        service_s: float,
+        prompt_tokens: int,
+        ttft_s: float | None,
+        request_id: str = "",
     ) -> None:
-        """Feed a finished request's timings back into the load estimate."""
-        if self.controller is None or engine_id is None:
+        """Feed a finished request's timings back into the load estimate and the engine's cap."""
+        entry = self._entries.pop(request_id, None)
+        if engine_id is None:
             return
-        self.controller.observe(
-            engine_id, service_s=service_s, prompt_tokens=prompt_tokens, prefill_s=ttft_s or 0.0
-        )
+        if self.controller is not None:
+            self.controller.observe(
+                engine_id, service_s=service_s, prompt_tokens=prompt_tokens, prefill_s=ttft_s or 0.0
+            )
+        cap = self.caps.get(engine_id)
+        if cap is None:
+            return
+        now = time.monotonic()
+        if ttft_s is not None and entry is not None:
+            cap.on_first_token(
+                ttft_s,
+                admitted_at=entry.at,
+                idle=entry.idle,
+                at_cap=entry.at_cap,
+                now=now,
+                prompt_tokens=prompt_tokens,
+            )
+        engine = self.router.registry.get(engine_id)
+        if engine is not None:
+            load = engine.engine_load
+            if load is not None and load.waiting:
+                cap.on_engine_queue(load.waiting, now, running=int(load.running))
+            engine.in_flight_cap = cap.value
+        ENGINE_IN_FLIGHT_CAP.labels(engine_id).set(cap.value)
 
 
 @dataclass(eq=False)  # compared by identity: a tenant may have several waiters

@@ -63,6 +63,9 @@ class Job:
     engine_name: str = ""
     engine_id: str | None = None
     attempts: int = 0
+    # Called once the engine request is sent (and again, harmlessly, when the pump ends):
+    # the request stops being urgent (gateway/lane.py).
+    on_sent: Callable[[], None] = lambda: None
 
 
 class _PhaseTimeout(Exception):
@@ -123,6 +126,7 @@ async def _first_token(
         job.attempts += 1
         job.engine_sent_at = clock()
         live = _Live(prepared, job.request, job.attempts)
+        job.on_sent()  # `live.next()` below writes the request before it first waits
         ttft_deadline = min(clock() + job.limits.ttft_timeout_s, deadline_total)
         try:
             chunk = await _with_deadline(live.next(), ttft_deadline, clock, "ttft_timeout")

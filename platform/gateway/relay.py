@@ -7,13 +7,18 @@ import time
 from collections.abc import AsyncIterator
 
 from loraplex.gateway.buffer import StreamBuffer
+from loraplex.gateway.lane import PriorityLane
 from loraplex.gateway.sse import HEARTBEAT, EventEncoder, Usage
 
 CLEANUP_WAIT_S = 5.0
 
 
 async def encode_events(
-    encoder: EventEncoder, buffer: StreamBuffer, include_usage: bool, heartbeat_s: float | None
+    encoder: EventEncoder,
+    buffer: StreamBuffer,
+    include_usage: bool,
+    heartbeat_s: float | None,
+    lane: PriorityLane | None = None,
 ) -> AsyncIterator[list[bytes]]:
     """SSE events for everything the buffer receives, coalesced, one batch per `take()`;
     ends after the last one.
@@ -24,6 +29,8 @@ async def encode_events(
     each event as its own entry, so a resume can start after any event id. With
     `heartbeat_s`, a comment is sent whenever nothing arrived for that long (while the
     request is queued or the adapter loads), so proxies and clients keep the connection.
+    With a `lane`, each batch waits (briefly) for new requests being admitted to reach
+    their engine first, and takes whatever arrived meanwhile with it.
     """
     opening = encoder.opening()
     if opening:
@@ -32,6 +39,8 @@ async def encode_events(
         if not await buffer.wait(heartbeat_s):
             yield [HEARTBEAT]
             continue
+        if lane is not None:
+            await lane.yield_to_new()
         taken = buffer.take()
         if buffer.first_relayed_at is None and any(p.text or p.tool_calls for p in taken.parts):
             buffer.first_relayed_at = time.monotonic()

@@ -20,6 +20,7 @@ from loraplex.gateway import observe
 from loraplex.gateway.admission import Ticket
 from loraplex.gateway.buffer import StreamBuffer, Taken
 from loraplex.gateway.gate import AdmissionGate
+from loraplex.gateway.lane import PriorityLane, Urgent
 from loraplex.gateway.options import checked_logit_bias
 from loraplex.gateway.pump import Job, StreamLimits, pump
 from loraplex.gateway.relay import encode_events, until_disconnect
@@ -63,6 +64,7 @@ class Call:
     request_id: str = ""
     ticket: Ticket | None = None  # admission: leases and the rate-limit headers
     received_at: float | None = None  # monotonic; when the handler got the request
+    urgent: Urgent | None = None  # released when its engine request is sent (lane.py)
 
 
 class Gateway:
@@ -76,9 +78,11 @@ class Gateway:
         limits: StreamLimits,
         labeler: TenantLabeler | None = None,
         gate: AdmissionGate | None = None,
+        lane: PriorityLane | None = None,
     ):
         self.resolver, self.router, self.usage, self.limits = resolver, router, usage, limits
         self.gate = gate or AdmissionGate(None, None, router, parallelism=1)
+        self.lane = lane or PriorityLane()
         self.labeler = labeler or TenantLabeler()
         self.resumable: ResumableStreams | None = None  # set by loraplex.runtime (always)
         self._writers: set[asyncio.Task[None]] = set()
@@ -91,7 +95,27 @@ class Gateway:
         tenant_limits: dict[str, int],
         received_at: float | None = None,
     ) -> Call:
-        """Resolve the model and check sizes; every refusal happens before an engine is touched."""
+        """Resolve the model and check sizes; every refusal happens before an engine is touched.
+
+        From here until its engine request is sent the request is urgent: streams in flight
+        hold their writes for it (lane.py).
+        """
+        urgent = self.lane.admit()
+        try:
+            call = await self._prepare(tenant_id, body, tenant_limits, received_at)
+        except BaseException:
+            urgent.done()
+            raise
+        call.urgent = urgent
+        return call
+
+    async def _prepare(
+        self,
+        tenant_id: UUID,
+        body: ChatCompletionRequest | CompletionRequest,
+        tenant_limits: dict[str, int],
+        received_at: float | None,
+    ) -> Call:
         resolution = await self.resolver.resolve(tenant_id, body.model)
         target = resolution.pick(body.user)
         is_chat = isinstance(body, ChatCompletionRequest)
@@ -158,6 +182,7 @@ class Gateway:
             self.limits,
             time.monotonic(),
             received_at=call.received_at,
+            on_sent=call.urgent.done if call.urgent is not None else _nothing,
         )
         buffer = StreamBuffer(max_bytes=self.limits.buffer_bytes, choices=call.request.choices)
         task = asyncio.create_task(self._run(job, buffer, call))
@@ -185,6 +210,7 @@ class Gateway:
                 time.monotonic() - job.started_at,
                 buffer.prompt_tokens,
                 first - job.started_at if first else None,
+                call.request_id,
             )
             observe.record(job, buffer, self.labeler(call.tenant_id), time.monotonic())
             if self.usage is not None:
@@ -199,6 +225,7 @@ class Gateway:
                 )
             if not buffer.closed:  # cancelled: whoever still reads the events sees the end
                 buffer.fail("aborted", "the request was cancelled")
+            job.on_sent()  # never sent (refused, failed, cancelled): it is urgent no more
 
     async def run_whole(self, call: Call) -> tuple[str, Taken, StreamBuffer]:
         """Run a non-streaming request to its end: its id, every choice whole, the counts."""
@@ -238,14 +265,22 @@ class Gateway:
             )
         )
         if call.resumable and self.resumable is not None:
-            events = encode_events(encoder, buffer, call.include_usage, heartbeat_s=None)
+            events = encode_events(
+                encoder, buffer, call.include_usage, heartbeat_s=None, lane=self.lane
+            )
             await self.resumable.open(job.completion_id, call.tenant_id)
             writer = asyncio.create_task(self.resumable.write(job.completion_id, events, task))
             self._writers.add(writer)
             writer.add_done_callback(self._writers.discard)
             return await self.resumable.read(job.completion_id, call.tenant_id, None)
-        events = encode_events(encoder, buffer, call.include_usage, self.limits.heartbeat_s)
+        events = encode_events(
+            encoder, buffer, call.include_usage, self.limits.heartbeat_s, lane=self.lane
+        )
         return until_disconnect(events, task)
+
+
+def _nothing() -> None:
+    """No urgent claim to release."""
 
 
 def _max_tokens(

@@ -74,6 +74,11 @@ QUEUE_DEPTH = Gauge(
     "Requests the gateway holds for an engine, not yet sent to it.",
     ["engine"],
 )
+ENGINE_IN_FLIGHT_CAP = Gauge(
+    "loraplex_engine_in_flight_cap",
+    "Requests this API process lets run on an engine at once (its adaptive admission cap).",
+    ["engine"],
+)
 ADMISSION_REJECTIONS = Counter(
     "loraplex_admission_rejections",
     "Requests refused at admission, by reason (e.g. rpm, tpm, concurrency, overload).",

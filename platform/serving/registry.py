@@ -61,6 +61,7 @@ class EngineHandle:
     driver: EngineDriver
     healthy: bool = False  # unknown until the first probe answers
     in_flight: int = 0  # requests the gateway has sent and not finished
+    in_flight_cap: int | None = None  # this process's admission cap for it (None: no cap)
     loaded: set[str] = field(default_factory=set)  # engine-side adapter names
     last_error: str = ""
     # What the engine itself last reported running and queued (its /metrics), or None.

@@ -62,6 +62,8 @@ class EngineLiveOut(Output):
     # The engine's own gauges at the last probe (null when it serves no metrics).
     engine_running: float | None = None
     engine_waiting: float | None = None
+    # This API process's admission cap for the engine (adaptive: it moves with TTFT).
+    in_flight_cap: int | None = None
 
 
 class EngineOut(Output):

@@ -223,6 +223,7 @@ def _live(handle: EngineHandle | None) -> EngineLiveOut | None:
         last_error=handle.last_error,
         engine_running=handle.engine_load.running if handle.engine_load else None,
         engine_waiting=handle.engine_load.waiting if handle.engine_load else None,
+        in_flight_cap=handle.in_flight_cap,
     )
 
 

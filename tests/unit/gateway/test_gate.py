@@ -210,3 +210,48 @@ def test_a_freed_place_goes_to_the_tenant_with_fewer_requests_running() -> None:
         return order
 
     assert asyncio.run(scenario()) == ["quiet"]
+
+
+def test_a_tenant_within_its_share_is_not_refused_while_another_holds_more_than_its_own() -> None:
+    gate = _gate(in_flight=0, cap=10)  # priority 1: 10 places
+    flood, quiet = uuid.uuid4(), uuid.uuid4()
+    args = dict(stream=True, target=TARGET, prompt_tokens=1, max_tokens=1)
+
+    async def scenario() -> tuple[int, bool]:
+        refused = 0
+        for i in range(12):
+            try:
+                await gate.admit(flood, {"priority": 1}, f"f{i}", **args)  # type: ignore[arg-type]
+            except Overloaded:
+                refused += 1
+        await gate.admit(quiet, {"priority": 1}, "q", **args)  # type: ignore[arg-type]
+        try:
+            await gate.admit(flood, {"priority": 1}, "f-more", **args)  # type: ignore[arg-type]
+        except Overloaded:
+            return refused, True
+        return refused, False
+
+    flood_refused, flood_refused_after = asyncio.run(scenario())
+    assert flood_refused == 2 and flood_refused_after  # the flood is refused, the quiet one is in
+
+
+def test_the_adaptive_cap_grows_from_the_engine_slots_while_requests_are_fast() -> None:
+    gate = _gate(in_flight=0, cap=0)
+    gate.adaptive = True
+    engine = gate.router.registry.get("e")
+    assert engine is not None
+    args = dict(stream=True, target=TARGET, prompt_tokens=1, max_tokens=1)
+
+    async def serve(n: int, ttft_s: float) -> None:
+        for i in range(n):
+            tickets = []
+            for j in range(gate.cap_of(engine)):  # fill the cap, as a busy engine is
+                tickets.append(await gate.admit(uuid.uuid4(), {"priority": 1}, f"r{i}-{j}", **args))  # type: ignore[arg-type]
+            for j, ticket in enumerate(tickets):
+                async with gate.hold(ticket, TARGET):
+                    pass
+                gate.observe("e", 0.5, 1, 0.05 if i == 0 and j == 0 else ttft_s, f"r{i}-{j}")
+
+    assert gate.cap_of(engine) == 4  # the engine's GPU slots
+    asyncio.run(serve(5, ttft_s=0.06))
+    assert engine.in_flight_cap is not None and engine.in_flight_cap > 4

@@ -1,0 +1,74 @@
+"""Who gets the places under an engine cap when tenants want more than there are.
+
+Weighted max-min fairness: each tenant with requests running or waiting gets places in
+proportion to its plan's weight (`PRIORITY_WEIGHT`, by plan priority), but never more than
+its plan's concurrency allows; what a bounded tenant cannot use is split among the others.
+The gate uses the shares two ways:
+- a freed place goes to the waiting tenant furthest below its share;
+- at the cap, a tenant below its share still goes in while another tenant holds more than
+  its share: a tenant within its quota is not refused because another one flooded first.
+Pure functions, no I/O.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Hashable, Mapping
+from dataclasses import dataclass
+from typing import TypeVar
+
+K = TypeVar("K", bound=Hashable)
+
+PRIORITY_WEIGHT = (1.0, 2.0, 4.0)  # plan priority 0 (free), 1 (pro), 2 (enterprise)
+
+
+def weight_of(priority: int) -> float:
+    """The fair-share weight of a plan priority (out-of-range priorities clamp)."""
+    return PRIORITY_WEIGHT[min(max(priority, 0), len(PRIORITY_WEIGHT) - 1)]
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """A tenant's stake in the places: its weight, and the most places its plan allows."""
+
+    weight: float
+    bound: float = math.inf
+
+
+def fair_shares(places: float, claims: Mapping[K, Claim]) -> dict[K, float]:
+    """Split `places` by weight, capping each tenant at its bound and sharing the rest.
+
+    >>> fair_shares(10, {"a": Claim(1), "b": Claim(1, bound=2)})
+    {'b': 2, 'a': 8.0}
+    """
+    shares: dict[K, float] = {}
+    open_claims = dict(claims)
+    left = float(places)
+    while open_claims:
+        total = sum(c.weight for c in open_claims.values()) or 1.0
+        bounded = {k: c for k, c in open_claims.items() if c.bound <= left * c.weight / total}
+        if not bounded:
+            shares.update({k: left * c.weight / total for k, c in open_claims.items()})
+            break
+        for key, claim in bounded.items():
+            shares[key] = claim.bound
+            left -= claim.bound
+            del open_claims[key]
+    return shares
+
+
+def may_borrow(tenant: K, running: Mapping[K, int], shares: Mapping[K, float]) -> bool:
+    """Whether `tenant` may start one more request past the cap: one more still fits in its
+    share, and some other tenant holds at least one whole place more than its own.
+
+    Whole places on both sides: with more tenants than places every share is below one,
+    and nobody borrows, so the cap still holds.
+    """
+    if running.get(tenant, 0) + 1 > shares.get(tenant, 0.0):
+        return False
+    return any(n >= shares.get(k, 0.0) + 1 for k, n in running.items() if k != tenant)
+
+
+def neediest(candidates: list[K], running: Mapping[K, int], shares: Mapping[K, float]) -> K:
+    """The candidate tenant furthest below its share (the first listed among equals)."""
+    return min(candidates, key=lambda k: running.get(k, 0) / max(shares.get(k, 0.0), 1e-9))

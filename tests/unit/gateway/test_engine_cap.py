@@ -1,0 +1,94 @@
+"""The adaptive engine cap grows while requests meet the SLO and backs off when they do not."""
+
+from __future__ import annotations
+
+from loraplex.gateway.admission.engine_cap import BACKOFF, AdaptiveCap
+
+
+def _served(cap: AdaptiveCap, ttft_s: float, n: int, *, start: float = 0.0) -> float:
+    """`n` requests admitted at the cap one after another, each with `ttft_s`; the last time."""
+    now = start
+    for _ in range(n):
+        now += 0.1
+        cap.on_first_token(ttft_s, admitted_at=now, idle=False, at_cap=True, now=now + ttft_s)
+    return now
+
+
+def _idle(cap: AdaptiveCap, ttft_s: float) -> None:
+    cap.on_first_token(ttft_s, admitted_at=0.0, idle=True, at_cap=False, now=ttft_s)
+
+
+def test_the_cap_starts_at_the_engine_slots_and_learns_its_slo_from_idle_requests() -> None:
+    cap = AdaptiveCap(seed=4)
+    assert cap.value == 4 and cap.target_s() is None
+    _idle(cap, 0.05)
+    assert cap.target_s() == 0.1  # twice the idle TTFT
+
+
+def test_before_its_first_cut_the_cap_grows_by_one_per_request_served_in_time() -> None:
+    cap = AdaptiveCap(seed=4)
+    _idle(cap, 0.05)
+    _served(cap, 0.06, 4)
+    assert cap.value == 8  # doubled in one round
+
+
+def test_after_a_cut_the_cap_grows_by_about_one_per_cap_served() -> None:
+    cap = AdaptiveCap(seed=4)
+    _idle(cap, 0.05)
+    cap.on_first_token(1.0, admitted_at=0.0, idle=False, at_cap=True, now=1.0)  # 4 -> 3.2
+    _served(cap, 0.06, 4, start=2.0)
+    assert cap.value == 4
+
+
+def test_requests_below_the_cap_do_not_raise_it() -> None:
+    cap = AdaptiveCap(seed=4)
+    _idle(cap, 0.05)
+    for i in range(50):
+        cap.on_first_token(0.06, admitted_at=i, idle=False, at_cap=False, now=i + 0.06)
+    assert cap.value == 4
+
+
+def test_a_slow_first_token_cuts_the_cap_once_per_round_of_admissions() -> None:
+    cap = AdaptiveCap(seed=4, floor=1)
+    _idle(cap, 0.05)
+    _served(cap, 0.06, 40)  # grown well past the seed
+    grown = cap.limit
+    # Three slow requests admitted before the first cut: one cut, not three.
+    for admitted in (10.0, 10.1, 10.2):
+        cap.on_first_token(0.5, admitted_at=admitted, idle=False, at_cap=True, now=10.6)
+    assert cap.limit == grown * BACKOFF and cap.cuts == 1
+    # A slow request admitted after the cut cuts again.
+    cap.on_first_token(0.5, admitted_at=10.7, idle=False, at_cap=True, now=11.2)
+    assert cap.cuts == 2
+
+
+def test_the_cap_stays_within_its_floor_and_ceiling() -> None:
+    cap = AdaptiveCap(seed=4, ceiling=6, floor=2)
+    _idle(cap, 0.05)
+    _served(cap, 0.06, 200)
+    assert cap.value == 6
+    for i in range(20):
+        cap.on_first_token(1.0, admitted_at=100.0 + i, idle=False, at_cap=True, now=100.5 + i)
+    assert cap.value == 2
+
+
+def test_a_longer_prompt_gets_a_longer_allowance() -> None:
+    cap = AdaptiveCap(seed=4)
+    cap.on_first_token(0.05, admitted_at=0.0, idle=True, at_cap=False, now=0.05, prompt_tokens=10)
+    assert cap.target_s(10) == 0.1
+    assert cap.target_s(40) == 0.4
+
+
+def test_an_explicit_slo_replaces_the_learned_one() -> None:
+    cap = AdaptiveCap(seed=4, slo_s=0.5)
+    _idle(cap, 0.05)
+    _served(cap, 0.3, 10)  # 6x the idle TTFT, within the explicit SLO
+    assert cap.value > 4
+
+
+def test_an_engine_queueing_requests_cuts_the_cap_to_what_it_runs() -> None:
+    cap = AdaptiveCap(seed=8, floor=1)
+    cap.on_engine_queue(3, now=5.0, running=5)
+    assert cap.value == 5
+    cap.on_engine_queue(3, now=5.5, running=2)  # within a second of the last cut: kept
+    assert cap.value == 5
