@@ -73,10 +73,10 @@ class TierCache:
         """Capacity the tenant's entries take in this tier."""
         return self._used_by.get(tenant, 0)
 
-    def insert(self, key: VersionId, size: int, value: float) -> None:
-        """Add an entry; the caller made room first."""
+    def insert(self, key: VersionId, size: int, value: float, now: float = 0.0) -> None:
+        """Add an entry at `now` (the policy ages entries from it); the caller made room."""
         if key in self._sizes:
-            self.policy.on_access(key, value)
+            self.policy.on_access(key, value, now)
             return
         if self.used + size > self.capacity:
             raise ValueError(f"{self.tier.name} full: {key} does not fit")
@@ -84,12 +84,12 @@ class TierCache:
         self.used += size
         tenant = self._owner(key)
         self._used_by[tenant] = self._used_by.get(tenant, 0) + size
-        self.policy.on_insert(key, value)
+        self.policy.on_insert(key, value, now)
 
-    def touch(self, key: VersionId, value: float) -> None:
-        """Record a use of an entry."""
+    def touch(self, key: VersionId, value: float, now: float = 0.0) -> None:
+        """Record a use of an entry at `now`."""
         if key in self._sizes:
-            self.policy.on_access(key, value)
+            self.policy.on_access(key, value, now)
 
     def remove(self, key: VersionId) -> bool:
         """Drop an entry if present; True when it was there."""

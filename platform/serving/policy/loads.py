@@ -43,15 +43,19 @@ class Loader:
         """Heat x reload cost / size: what keeping this entry saves per unit of capacity.
 
         Host entries are one slot each; their reload cost includes the object-store fetch
-        when the disk copy is gone, so an adapter only in memory is worth more there.
+        when the disk copy is gone, so an adapter only in memory is worth more there. On
+        disk the reload cost is in seconds, or one load whatever the size when the disk's
+        policy counts loads (`disk_value`, eviction.py): heat per MB.
         """
         spec = self.cluster.versions[version]
-        heat = self.cluster.heat(version, now)
+        heat: float = self.cluster.heat(version, now)
         if tier is Tier.LOADED:
             below = Tier.DISK if version in node.disk else Tier.COLD
             return heat * self.costs.reload_seconds(spec.size_bytes, Tier.LOADED, below)
-        cost = self.costs.reload_seconds(spec.size_bytes, Tier.DISK, Tier.COLD)
         size_mb: float = max(spec.size_bytes / BYTES_PER_MB, 1e-6)
+        if node.disk.policy.disk_value == "loads":
+            return heat / size_mb
+        cost = self.costs.reload_seconds(spec.size_bytes, Tier.DISK, Tier.COLD)
         return heat * cost / size_mb
 
     def ensure_loading(self, node: NodeState, version: VersionId, now: float) -> list[Action]:
@@ -85,7 +89,7 @@ class Loader:
             if (version, tier) not in node.blocked:
                 node.blocked.append((version, tier))
             return actions
-        cache.insert(version, size, self.value(node, version, tier, now))
+        cache.insert(version, size, self.value(node, version, tier, now), now)
         node.pending[version] = tier
         self.cluster.note_location(node, version)
         actions.append(

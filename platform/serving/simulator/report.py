@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from loraplex.serving.simulator.seeds import Gap, PassCount
+
 COLUMNS: tuple[tuple[str, str], ...] = (
     ("policy", "{}"),
     ("cold_loads", "{:,}"),
@@ -39,15 +41,36 @@ def table(rows: list[dict[str, Any]]) -> str:
     extra = tuple(c for c in OPTIONAL if all(c[0] in r for r in rows))
     at = [key for key, _ in COLUMNS].index("others_ttft_p99_s") + 1
     columns = COLUMNS[:at] + extra + COLUMNS[at:]  # next to the p99 they compare with
-    header = [key for key, _ in columns]
-    body = [_cells(row, columns) for row in rows]
-    widths = [max(len(h), *(len(line[i]) for line in body)) for i, h in enumerate(header)]
-    lines = ["  ".join(h.rjust(w) for h, w in zip(header, widths, strict=True))]
-    lines += ["  ".join(c.rjust(w) for c, w in zip(line, widths, strict=True)) for line in body]
-    return "\n".join(lines)
+    return _aligned([key for key, _ in columns], [_cells(row, columns) for row in rows])
 
 
 def write_json(path: Path, scenario: str, records: list[dict[str, Any]]) -> None:
     """Everything measured, for later comparison: one record per scenario run."""
     payload = {"scenario": scenario, "runs": records}
     path.write_text(json.dumps(payload, indent=2, default=str))
+
+
+def _aligned(header: list[str], body: list[list[str]]) -> str:
+    widths = [max(len(h), *(len(line[i]) for line in body)) for i, h in enumerate(header)]
+    lines = [header, *body]
+    return "\n".join(
+        "  ".join(c.rjust(w) for c, w in zip(line, widths, strict=True)) for line in lines
+    )
+
+
+def gap_table(gaps: list[Gap]) -> str:
+    """Each scenario's policies: cold loads as a multiple of Belady's, mean and worst."""
+    seeds = max((g.seeds for g in gaps), default=0)
+    header = ["scenario", "policy", "mean x belady", "worst x belady", "seeds"]
+    body = [
+        [g.scenario, g.policy, f"{g.mean:.2f}x", f"{g.worst:.2f}x", f"{g.seeds}/{seeds}"]
+        for g in gaps
+    ]
+    return _aligned(header, body) if body else "(no scenario with a belady row)"
+
+
+def pass_table(counts: list[PassCount]) -> str:
+    """Each target: how many seeds passed it."""
+    header = ["scenario", "target", "seeds passing"]
+    body = [[c.scenario, c.target, f"{c.passed}/{c.seeds}"] for c in counts]
+    return _aligned(header, body) if body else "(no targets)"

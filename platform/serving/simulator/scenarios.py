@@ -28,15 +28,23 @@ class ClusterShape:
 # The baseline is SGLang as it ships: LRU in every tier and no per-tenant budget (§4.4).
 LRU = PolicyConfig(eviction="lru", default_plan=TenantPlan(cold_loads_per_minute=None))
 DEFAULT = PolicyConfig()
+# The default before decayed LFU (eviction.py), kept to show what replacing it changed.
+GDSF = replace(DEFAULT, eviction="gdsf")
 BELADY = PolicyConfig(eviction="belady", default_plan=TenantPlan(cold_loads_per_minute=None))
 LRU_NAME = "lru"
-DEFAULT_NAME = "default (gdsf+budget)"
+GDSF_NAME = "gdsf+budget (old default)"
+DEFAULT_NAME = f"default ({DEFAULT.eviction}+budget)"
 BELADY_NAME = "belady (bound)"
 COMPARED: tuple[tuple[str, PolicyConfig], ...] = (
     (LRU_NAME, LRU),
+    (GDSF_NAME, GDSF),
     (DEFAULT_NAME, DEFAULT),
     (BELADY_NAME, BELADY),
 )
+# Shifting: the popularity ranking rotates by a tenth of the adapters this often, so over
+# the default trace (~2,500 s) no adapter comes back to the head it left.
+SHIFT_EVERY_S = 300.0
+SHIFT_FRACTION = 10
 # The scan also shows the default without containment, so the table isolates its effect.
 UNCONTAINED_NAME = "default, no containment"
 UNCONTAINED = replace(DEFAULT, contain_over_budget=False)
@@ -88,6 +96,22 @@ def stationary(spec: WorkloadSpec, shape: ClusterShape) -> list[dict[str, Any]]:
     return _compare(spec, uniform_nodes(shape), COMPARED)
 
 
+def shifting(spec: WorkloadSpec, shape: ClusterShape) -> list[dict[str, Any]]:
+    """Zipf popularity that drifts: every SHIFT_EVERY_S the hot set moves on.
+
+    At each shift the top tenth of the ranking falls to the tail and every other adapter
+    moves up a tenth, so adapters that were hot stop being asked for: pure frequency keeps
+    them and loses.
+    """
+    regular = spec.adapters - spec.scan_adapters
+    spec = replace(
+        spec,
+        shift_every_s=spec.shift_every_s or SHIFT_EVERY_S,
+        shift_rotate=spec.shift_rotate or max(1, regular // SHIFT_FRACTION),
+    )
+    return _compare(spec, uniform_nodes(shape), COMPARED)
+
+
 def scan(spec: WorkloadSpec, shape: ClusterShape) -> list[dict[str, Any]]:
     """Zipf plus one tenant scanning rarely used adapters; also each policy without it."""
     spec = replace(spec, scan_adapters=spec.scan_adapters or 300)
@@ -95,7 +119,7 @@ def scan(spec: WorkloadSpec, shape: ClusterShape) -> list[dict[str, Any]]:
     quiet = workload.without_tenant(SCAN_TENANT)
     nodes = uniform_nodes(shape)
     rows = []
-    for name, config in (*COMPARED[:2], (UNCONTAINED_NAME, UNCONTAINED), *COMPARED[2:]):
+    for name, config in (*COMPARED[:3], (UNCONTAINED_NAME, UNCONTAINED), *COMPARED[3:]):
         with_scan = simulate(name, workload, nodes, config)
         without = simulate(name, quiet, nodes, config)
         with_scan["others_p99_without_scanner_s"] = without["others_ttft_p99_s"]
@@ -122,6 +146,7 @@ def scale(spec: WorkloadSpec, shape: ClusterShape) -> list[dict[str, Any]]:
 Scenario = Callable[[WorkloadSpec, ClusterShape], list[dict[str, Any]]]
 SCENARIOS: dict[str, Scenario] = {
     "stationary": stationary,
+    "shifting": shifting,
     "scan": scan,
     "rank-aware": rank_aware,
     "scale": scale,

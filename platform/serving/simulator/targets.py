@@ -6,13 +6,23 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from loraplex.serving.simulator.scenarios import AWARE, BLIND, DEFAULT_NAME, LRU_NAME
+from loraplex.serving.simulator.scenarios import (
+    AWARE,
+    BELADY_NAME,
+    BLIND,
+    DEFAULT_NAME,
+    LRU_NAME,
+)
 
 Rows = dict[str, dict[str, Any]]
 
 MIN_COLD_LOAD_CUT = 0.30  # scan: the default needs at least this many fewer cold loads than lru
 MAX_OTHERS_P99_RATIO = 1.25  # scan: others' p99 with the scanner / without it
 MAX_SCALE_WALL_S = 60.0
+# Stationary and shifting: the default's cold loads as a multiple of Belady's at most this.
+# Belady here evicts the entry needed farthest ahead and ignores size, so it bounds the
+# count only for equal sizes; a size-aware policy can come in under it (see the sweep).
+MAX_BELADY_GAP = {"stationary": 1.0, "shifting": 1.1}
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +38,16 @@ class Verdict:
         return f"{'PASS' if self.passed else 'FAIL'}  {self.target}: {self.measured}"
 
 
+def _belady_gap(scenario: str, rows: Rows) -> Verdict:
+    default, bound = rows[DEFAULT_NAME]["cold_loads"], rows[BELADY_NAME]["cold_loads"]
+    gap, limit = default / bound, MAX_BELADY_GAP[scenario]
+    return Verdict(
+        f"default's cold loads <= {limit:.2f}x belady's",
+        gap <= limit,
+        f"{default:,} vs {bound:,} ({gap:.2f}x)",
+    )
+
+
 def _stationary(rows: Rows) -> list[Verdict]:
     lru, default = rows[LRU_NAME], rows[DEFAULT_NAME]
     return [
@@ -41,6 +61,19 @@ def _stationary(rows: Rows) -> list[Verdict]:
             default["ttft_p99_s"] < lru["ttft_p99_s"],
             f"{default['ttft_p99_s']:.3f} s vs {lru['ttft_p99_s']:.3f} s",
         ),
+        _belady_gap("stationary", rows),
+    ]
+
+
+def _shifting(rows: Rows) -> list[Verdict]:
+    lru, default = rows[LRU_NAME], rows[DEFAULT_NAME]
+    return [
+        Verdict(
+            "default has fewer cold loads than lru",
+            default["cold_loads"] < lru["cold_loads"],
+            f"{default['cold_loads']:,} vs {lru['cold_loads']:,}",
+        ),
+        _belady_gap("shifting", rows),
     ]
 
 
@@ -85,6 +118,7 @@ def _scale(rows: Rows) -> list[Verdict]:
 
 CHECKS: dict[str, Callable[[Rows], list[Verdict]]] = {
     "stationary": _stationary,
+    "shifting": _shifting,
     "scan": _scan,
     "rank-aware": _rank_aware,
     "scale": _scale,

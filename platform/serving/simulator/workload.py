@@ -30,7 +30,11 @@ class WorkloadSpec:
     output_tokens: tuple[int, int] = (16, 128)
     scan_adapters: int = 0  # a tenant cycling through this many adapters nobody else uses
     scan_share: float = 0.1  # its share of the request rate
-    shift_every_s: float = 0.0  # re-draw the popularity order this often; 0 = stationary
+    shift_every_s: float = 0.0  # change the popularity order this often; 0 = stationary
+    # At each shift, rotate the order by this many ranks instead of re-drawing it: the hot
+    # set moves to adapters that were in the tail and the old hot ones fall into the tail,
+    # where they are rarely asked for again (what frequency alone cannot follow).
+    shift_rotate: int = 0
     seed: int = 0
 
 
@@ -109,13 +113,21 @@ def generate(spec: WorkloadSpec) -> Workload:
 def _apply_shifts(
     spec: WorkloadSpec, rng: np.random.Generator, times: np.ndarray, popularity: np.ndarray, n: int
 ) -> np.ndarray:
-    """Map popularity ranks to adapters; a new random order every `shift_every_s`."""
+    """Map popularity ranks to adapters; a new order every `shift_every_s`.
+
+    The new order is a fresh random one, or with `shift_rotate` the first order rotated by
+    that many ranks per shift (so epoch k's rank r is epoch 0's rank r + k x shift_rotate).
+    """
+    order = rng.permutation(n)
     if spec.shift_every_s <= 0:
-        mapped: np.ndarray = rng.permutation(n)[popularity]
+        mapped: np.ndarray = order[popularity]
         return mapped
     epoch = (times // spec.shift_every_s).astype(np.int64)
     result = np.empty_like(popularity)
     for k in np.unique(epoch):
         mask = epoch == k
-        result[mask] = rng.permutation(n)[popularity[mask]]
+        if spec.shift_rotate:
+            result[mask] = order[(popularity[mask] + int(k) * spec.shift_rotate) % n]
+        else:
+            result[mask] = (order if k == 0 else rng.permutation(n))[popularity[mask]]
     return result

@@ -118,7 +118,7 @@ class Harness:
 
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(ops=operations, eviction=st.sampled_from(["lru", "gdsf"]))
+@given(ops=operations, eviction=st.sampled_from(["lru", "gdsf", "dlfu"]))
 def test_invariants_hold_after_every_step(ops: list[tuple[str, int]], eviction: str) -> None:
     harness = Harness(eviction)
     for op, index in ops:
@@ -127,7 +127,7 @@ def test_invariants_hold_after_every_step(ops: list[tuple[str, int]], eviction: 
 
 
 @settings(max_examples=150, deadline=None)
-@given(ops=operations, eviction=st.sampled_from(["lru", "gdsf"]))
+@given(ops=operations, eviction=st.sampled_from(["lru", "gdsf", "dlfu"]))
 # Found by hypothesis: two rank-64 adapters on a disk that holds one; the second's disk
 # load found no room while the first was still arriving and was never retried.
 @example(ops=[("request", 4), ("request", 7)], eviction="gdsf")
