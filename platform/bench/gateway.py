@@ -1,24 +1,29 @@
 """`loraplex bench gateway`: the same streaming load sent to the engine directly and through
 the gateway, interleaved in one run, at 1, 16 and 64 concurrent streams.
 
-Prints tokens/s and TTFT p50/p99 for both paths and their ratio, and writes JSON. Two more
+Prints tokens/s and TTFT p50/p99 for both paths and their ratio, and writes JSON. With
+`--compare-lane` a second gateway process with the priority lane off (`gateway/lane.py`)
+is measured in the same run, interleaved, as the baseline of what the lane changes. Two more
 columns say where added TTFT goes: the gateway's own share as it measured it
 (`loraplex_gateway_overhead_seconds`), and the engine's own TTFT p50 on each path (vLLM's
 `time_to_first_token_seconds`): what remains is the extra HTTP hop and CPU contention. Both paths
 use the same client code, prompt, greedy sampling and output length, so the difference is
 what the gateway costs (on this 2-core machine every gateway cycle is taken from the engine).
+Every request forbids the dev model's partial-character tokens (`logit_bias`), which the
+engines would otherwise hold back, stalling a stream for a random length of time.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import math
 import os
 import secrets
 import statistics
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import aiohttp
@@ -31,11 +36,13 @@ from loraplex.bench.api import _operator_key
 from loraplex.bench.scrape import Buckets, quantile, read_histogram
 from loraplex.bench.server import api_process, without_shedding
 from loraplex.bench.tenants import tenant_key
+from loraplex.dev.partial_characters import steady_stream_bias
 from loraplex.serving.engines.http_driver import iter_sse_data
 from loraplex.serving.engines.launcher import EngineConfig, start_engine
 from loraplex.settings import Settings
 
 PROMPT = [{"role": "user", "content": "Once upon a time"}]
+NO_LANE = "gateway, no lane"
 JSON = {"content-type": "application/json"}
 
 
@@ -108,6 +115,7 @@ async def _round(
     metrics_url: str | None = None,
     engine_url: str | None = None,
     engine_kind: str = "sglang",
+    logit_bias: dict[str, float] | None = None,
 ) -> Round:
     body = msgspec.json.encode(
         {
@@ -117,6 +125,7 @@ async def _round(
             "temperature": 0,
             "stream": True,
             "stream_options": {"include_usage": True},
+            **({"logit_bias": logit_bias} if logit_bias else {}),
         }
     )
     queue: asyncio.Queue[int] = asyncio.Queue()
@@ -205,7 +214,13 @@ def _setup(url: str, operator: str, engine: EngineConfig, served: str) -> str:
         },
     )
     key = tenant_key(url, operator, plan="enterprise")
-    for _ in range(120):  # until the health poller has the engine in rotation
+    _wait_in_rotation(url, key, served)
+    return key
+
+
+def _wait_in_rotation(url: str, key: str, served: str) -> None:
+    """Until the gateway at `url` has the engine in rotation (its health poller's first round)."""
+    for _ in range(120):
         probe = httpx.post(
             f"{url}/v1/chat/completions",
             headers={"Authorization": f"Bearer {key}"},
@@ -213,7 +228,7 @@ def _setup(url: str, operator: str, engine: EngineConfig, served: str) -> str:
             timeout=60,
         )
         if probe.status_code == 200:
-            return key
+            return
         time.sleep(0.5)
     raise click.ClickException(f"gateway never served the engine: {probe.text}")
 
@@ -241,6 +256,11 @@ KIND_OPTION = click.option(
     help="spread the streams' first requests over this long (0: all at once, in lockstep)",
 )
 @click.option(
+    "--compare-lane",
+    is_flag=True,
+    help="also measure a gateway with the priority lane off, interleaved, as its baseline",
+)
+@click.option(
     "--json", "json_path", type=click.Path(path_type=Path), default=Path("var/bench/gateway.json")
 )
 @click.pass_obj
@@ -251,34 +271,48 @@ def bench_gateway(
     max_tokens: int,
     rounds: int,
     stagger_s: float,
+    compare_lane: bool,
     json_path: Path,
 ) -> None:
     """Engine direct vs through the gateway: tokens/s and TTFT at several concurrencies."""
     engine = EngineConfig(kind=kind)
     info = start_engine(engine, say=lambda line: click.echo(f"[engine] {line}", err=True))
     operator = asyncio.run(_operator_key(settings))
+    bias = steady_stream_bias(Path(info.model_dir))
     # Admission shedding off: this measures what the relay costs, not load shedding.
-    with api_process(without_shedding(settings).to_env()) as (url, api_pid):
+    measured = without_shedding(settings)
+    with contextlib.ExitStack() as stack:
+        url, api_pid = stack.enter_context(api_process(measured.to_env()))
         key = _setup(url, operator, engine, info.served_model)
         results: list[Round] = []
         # Per path: where to send, headers, the HTTP server whose CPU is counted (the
         # engine's own OpenAI frontend process, or the gateway), and where the gateway
         # publishes its own overhead histogram.
+        auth = {"Authorization": f"Bearer {key}"}
         paths = {
             "direct": (f"{engine.url}/v1/chat/completions", {}, info.pid, None),
-            "gateway": (
-                f"{url}/v1/chat/completions",
-                {"Authorization": f"Bearer {key}"},
-                api_pid,
-                url,
-            ),
+            "gateway": (f"{url}/v1/chat/completions", auth, api_pid, url),
         }
+        if compare_lane:
+            no_lane = replace(measured, relay_yield_to_new_s=0.0)
+            url_2, pid_2 = stack.enter_context(api_process(no_lane.to_env()))
+            paths[NO_LANE] = (f"{url_2}/v1/chat/completions", auth, pid_2, url_2)
+            _wait_in_rotation(url_2, key, info.served_model)
         for level in [int(s) for s in streams.split(",")]:
             # vLLM's CPU engine compiles kernels for batch sizes it has not run yet: one
             # unmeasured wave per path and level, so neither path pays that in its numbers.
             for target, headers, _, _ in paths.values():
                 asyncio.run(
-                    _round("warm-up", target, headers, info.served_model, level, level, max_tokens)
+                    _round(
+                        "warm-up",
+                        target,
+                        headers,
+                        info.served_model,
+                        level,
+                        level,
+                        max_tokens,
+                        logit_bias=bias,
+                    )
                 )
             requests = max(8, level * 3)
             for _ in range(rounds):
@@ -296,6 +330,7 @@ def bench_gateway(
                         metrics_url,
                         engine.url,
                         kind,
+                        bias,
                     )
                     results.append(asyncio.run(round_))
     table = _table(results)
@@ -306,53 +341,52 @@ def bench_gateway(
 
 
 def _table(results: list[Round]) -> list[dict[str, float]]:
+    """One row per concurrency and gateway path, each against the engine direct."""
     rows = []
     click.echo(
-        f"{'streams':>7} {'direct tok/s':>12} {'gateway tok/s':>13} {'kept':>6} "
-        f"{'TTFT p50 direct':>15} {'gateway':>8} {'added':>7} "
-        f"{'TTFT p99 direct':>15} {'gateway':>8} {'server CPU µs/token direct':>26} {'gateway':>8} "
-        f"{'gateway own p50':>15} {'engine TTFT p50 direct':>22} {'gateway':>8}"
+        f"{'streams':>7} {'path':>16} {'direct tok/s':>12} {'path tok/s':>10} {'kept':>6} "
+        f"{'TTFT p50 direct':>15} {'path':>8} {'added':>7} "
+        f"{'TTFT p99 direct':>15} {'path':>8} {'server CPU µs/token direct':>26} {'path':>8} "
+        f"{'gateway own p50':>15} {'engine TTFT p50 direct':>22} {'path':>8}"
     )
+    med = statistics.median
     for level in sorted({r.streams for r in results}):
         direct = [r for r in results if r.streams == level and r.path == "direct"]
-        gateway = [r for r in results if r.streams == level and r.path == "gateway"]
-        d_tps = statistics.median(r.tokens_per_s for r in direct)
-        g_tps = statistics.median(r.tokens_per_s for r in gateway)
-        d50, g50 = (
-            statistics.median(r.ttft(0.5) for r in direct),
-            statistics.median(r.ttft(0.5) for r in gateway),
-        )
-        d99, g99 = (
-            statistics.median(r.ttft(0.99) for r in direct),
-            statistics.median(r.ttft(0.99) for r in gateway),
-        )
-        d_cpu = statistics.median(1e6 * r.server_cpu_s / max(r.tokens, 1) for r in direct)
-        g_cpu = statistics.median(1e6 * r.server_cpu_s / max(r.tokens, 1) for r in gateway)
-        own = statistics.median(r.overhead_p50_ms for r in gateway)
-        d_eng = statistics.median(r.engine_ttft_p50_ms for r in direct)
-        g_eng = statistics.median(r.engine_ttft_p50_ms for r in gateway)
-        rows.append(
-            {
-                "streams": level,
-                "engine_frontend_cpu_us_per_token": d_cpu,
-                "gateway_cpu_us_per_token": g_cpu,
-                "direct_tok_s": d_tps,
-                "gateway_tok_s": g_tps,
-                "ratio": g_tps / d_tps,
-                "ttft_p50_direct_ms": d50,
-                "ttft_p50_gateway_ms": g50,
-                "ttft_p50_added_ms": g50 - d50,
-                "ttft_p99_direct_ms": d99,
-                "ttft_p99_gateway_ms": g99,
-                "gateway_own_overhead_p50_ms": own,
-                "engine_ttft_p50_direct_ms": d_eng,
-                "engine_ttft_p50_gateway_ms": g_eng,
-            }
-        )
-        click.echo(
-            f"{level:7d} {d_tps:12.0f} {g_tps:13.0f} {g_tps / d_tps:5.2f}x "
-            f"{d50:13.1f}ms {g50:6.1f}ms "
-            f"{g50 - d50:+6.1f} {d99:13.1f}ms {g99:6.1f}ms {d_cpu:26.0f} {g_cpu:8.0f} "
-            f"{own:13.1f}ms {d_eng:20.1f}ms {g_eng:6.1f}ms"
-        )
+        d_tps = med(r.tokens_per_s for r in direct)
+        d50, d99 = med(r.ttft(0.5) for r in direct), med(r.ttft(0.99) for r in direct)
+        d_cpu = med(1e6 * r.server_cpu_s / max(r.tokens, 1) for r in direct)
+        d_eng = med(r.engine_ttft_p50_ms for r in direct)
+        for path in ("gateway", NO_LANE):
+            via = [r for r in results if r.streams == level and r.path == path]
+            if not via:
+                continue
+            g_tps = med(r.tokens_per_s for r in via)
+            g50, g99 = med(r.ttft(0.5) for r in via), med(r.ttft(0.99) for r in via)
+            g_cpu = med(1e6 * r.server_cpu_s / max(r.tokens, 1) for r in via)
+            own, g_eng = med(r.overhead_p50_ms for r in via), med(r.engine_ttft_p50_ms for r in via)
+            rows.append(
+                {
+                    "streams": level,
+                    "path": path,
+                    "engine_frontend_cpu_us_per_token": d_cpu,
+                    "gateway_cpu_us_per_token": g_cpu,
+                    "direct_tok_s": d_tps,
+                    "gateway_tok_s": g_tps,
+                    "ratio": g_tps / d_tps,
+                    "ttft_p50_direct_ms": d50,
+                    "ttft_p50_gateway_ms": g50,
+                    "ttft_p50_added_ms": g50 - d50,
+                    "ttft_p99_direct_ms": d99,
+                    "ttft_p99_gateway_ms": g99,
+                    "gateway_own_overhead_p50_ms": own,
+                    "engine_ttft_p50_direct_ms": d_eng,
+                    "engine_ttft_p50_gateway_ms": g_eng,
+                }
+            )
+            click.echo(
+                f"{level:7d} {path:>16} {d_tps:12.0f} {g_tps:10.0f} {g_tps / d_tps:5.2f}x "
+                f"{d50:13.1f}ms {g50:6.1f}ms "
+                f"{g50 - d50:+6.1f} {d99:13.1f}ms {g99:6.1f}ms {d_cpu:26.0f} {g_cpu:8.0f} "
+                f"{own:13.1f}ms {d_eng:20.1f}ms {g_eng:6.1f}ms"
+            )
     return rows

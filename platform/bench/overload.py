@@ -33,6 +33,7 @@ from loraplex.bench.api import _operator_key
 from loraplex.bench.gateway import KIND_OPTION, _setup
 from loraplex.bench.server import api_process, without_shedding
 from loraplex.bench.tenants import tenant_key
+from loraplex.dev.partial_characters import steady_stream_bias
 from loraplex.serving.engines.launcher import EngineConfig, start_engine
 from loraplex.settings import Settings
 
@@ -84,7 +85,12 @@ class Outcome:
 
 
 async def _request(
-    client: httpx.AsyncClient, url: str, key: str, max_tokens: int, out: Outcome
+    client: httpx.AsyncClient,
+    url: str,
+    key: str,
+    max_tokens: int,
+    out: Outcome,
+    logit_bias: dict[str, float] | None = None,
 ) -> None:
     body = {
         "model": "loraplex-tiny",
@@ -92,6 +98,7 @@ async def _request(
         "max_tokens": max_tokens,
         "temperature": 0,
         "stream": True,
+        **({"logit_bias": logit_bias} if logit_bias else {}),
     }
     started = time.perf_counter()
     try:
@@ -118,7 +125,14 @@ async def _request(
 
 
 async def open_loop(
-    url: str, key: str, rate: float, seconds: float, max_tokens: int, seed: int = 0
+    url: str,
+    key: str,
+    rate: float,
+    seconds: float,
+    max_tokens: int,
+    seed: int = 0,
+    *,
+    logit_bias: dict[str, float] | None = None,
 ) -> Outcome:
     """Poisson arrivals at `rate`/s for `seconds`; waits for every request to end.
 
@@ -133,13 +147,23 @@ async def open_loop(
         next_at = 0.0
         while next_at < seconds:
             await asyncio.sleep(max(0.0, started + next_at - time.perf_counter()))
-            tasks.append(asyncio.create_task(_request(client, url, key, max_tokens, out)))
+            tasks.append(
+                asyncio.create_task(_request(client, url, key, max_tokens, out, logit_bias))
+            )
             next_at += rng.expovariate(rate)
         await asyncio.gather(*tasks)
     return out
 
 
-async def closed_loop(url: str, key: str, streams: int, seconds: float, max_tokens: int) -> Outcome:
+async def closed_loop(
+    url: str,
+    key: str,
+    streams: int,
+    seconds: float,
+    max_tokens: int,
+    *,
+    logit_bias: dict[str, float] | None = None,
+) -> Outcome:
     """`streams` clients back to back for `seconds`: the throughput the engine sustains.
 
     Counts the requests that ended within the window; the ones still running at its end
@@ -153,7 +177,7 @@ async def closed_loop(url: str, key: str, streams: int, seconds: float, max_toke
 
         async def worker() -> None:
             while time.perf_counter() < deadline:
-                await _request(client, url, key, max_tokens, out)
+                await _request(client, url, key, max_tokens, out, logit_bias)
 
         await asyncio.gather(*(worker() for _ in range(streams)))
     return out.ended_by(deadline)
@@ -184,15 +208,19 @@ def bench_overload(
     engine = EngineConfig(kind=kind)
     info = start_engine(engine, say=lambda line: click.echo(f"[engine] {line}", err=True))
     operator = asyncio.run(_operator_key(settings))
+    # The dev model's partial characters would stall streams at random (bench gateway).
+    bias = steady_stream_bias(Path(info.model_dir))
     # The TTFT-estimate shedding is off in both: the cap (or nothing) is what is compared.
     with api_process(without_shedding(settings).to_env()) as (off_url, _):
         _setup(off_url, operator, engine, info.served_model)
         # The load comes from a normal-priority (pro) tenant whose quotas are lifted: the
         # engine cap applies to it exactly (enterprise may use 1.2x), and no 429 mixes in.
         key = tenant_key(off_url, operator, **UNLIMITED)
-        unloaded = asyncio.run(closed_loop(off_url, key, 1, 2 * seconds, max_tokens))
+        unloaded = asyncio.run(
+            closed_loop(off_url, key, 1, 2 * seconds, max_tokens, logit_bias=bias)
+        )
         slo_ms = 2 * unloaded.p(0.99)
-        streams, capacity = _slo_capacity(off_url, key, seconds, max_tokens, slo_ms)
+        streams, capacity = _slo_capacity(off_url, key, seconds, max_tokens, slo_ms, bias)
         rate = capacity.goodput(slo_ms)
         rows = [
             _row("unloaded", unloaded, slo_ms),
@@ -212,7 +240,9 @@ def bench_overload(
         with api_process(admission_on.to_env()) as (on_url, _):
             for factor in (0.5, 1.0, 2.0, 4.0):
                 for mode, url in (("off", off_url), ("on", on_url)):
-                    out = asyncio.run(open_loop(url, key, factor * rate, seconds, max_tokens))
+                    out = asyncio.run(
+                        open_loop(url, key, factor * rate, seconds, max_tokens, logit_bias=bias)
+                    )
                     rows.append(
                         {
                             **_row(f"{factor}x", out, slo_ms),
@@ -223,14 +253,18 @@ def bench_overload(
                             "p99_vs_unloaded": out.p(0.99) / unloaded.p(0.99),
                         }
                     )
-            rows.extend(_noisy_neighbour(on_url, operator, seconds, max_tokens, rate, slo_ms))
+            rows.extend(
+                _noisy_neighbour(
+                    on_url, operator, seconds, max_tokens, rate, slo_ms, bias, engine.url
+                )
+            )
     _print(rows)
     json_path.parent.mkdir(parents=True, exist_ok=True)
     json_path.write_text(json.dumps(rows, indent=2))
 
 
 def _slo_capacity(
-    url: str, key: str, seconds: float, max_tokens: int, slo_ms: float
+    url: str, key: str, seconds: float, max_tokens: int, slo_ms: float, bias: dict[str, float]
 ) -> tuple[int, Outcome]:
     """The highest closed-loop throughput whose p99 TTFT stays within `slo_ms`, and its streams.
 
@@ -241,7 +275,7 @@ def _slo_capacity(
     closest: tuple[int, Outcome] | None = None
     misses = 0
     for streams in (1, 2, 3, 4, 6, 8, 12, 16):
-        out = asyncio.run(closed_loop(url, key, streams, seconds, max_tokens))
+        out = asyncio.run(closed_loop(url, key, streams, seconds, max_tokens, logit_bias=bias))
         if closest is None or out.p(0.99) < closest[1].p(0.99):
             closest = (streams, out)
         if out.p(0.99) > slo_ms:
@@ -284,29 +318,38 @@ NOISY_MIN_SECONDS = 30.0
 
 
 def _noisy_neighbour(
-    url: str, operator: str, seconds: float, max_tokens: int, capacity: float, slo_ms: float
+    url: str,
+    operator: str,
+    seconds: float,
+    max_tokens: int,
+    capacity: float,
+    slo_ms: float,
+    bias: dict[str, float],
+    engine_url: str,
 ) -> list[dict]:
     seconds = max(seconds, NOISY_MIN_SECONDS)
     quota_rpm = max(3, int(capacity * 60 * 0.05))  # A's plan allows 5% of the engine
     a_key = tenant_key(url, operator, requests_per_minute=quota_rpm)
     b_key = tenant_key(url, operator)
     b_rate = capacity * 0.25
-    alone = asyncio.run(open_loop(url, b_key, b_rate, seconds, max_tokens, seed=1))
+    alone = asyncio.run(open_loop(url, b_key, b_rate, seconds, max_tokens, 1, logit_bias=bias))
 
     async def both() -> tuple[Outcome, Outcome]:
         return await asyncio.gather(
-            open_loop(url, a_key, 5 * quota_rpm / 60, seconds, max_tokens, seed=2),
-            open_loop(url, b_key, b_rate, seconds, max_tokens, seed=1),
+            open_loop(url, a_key, 5 * quota_rpm / 60, seconds, max_tokens, 2, logit_bias=bias),
+            open_loop(url, b_key, b_rate, seconds, max_tokens, 1, logit_bias=bias),
         )
 
     noisy_a, with_a = asyncio.run(both())
+    cap = _engine_cap(url, operator, engine_url)
     return [
         {**_row("noisy-neighbour", alone, slo_ms), "tenant": "B alone"},
-        {**_row("noisy-neighbour", noisy_a, slo_ms), "tenant": "A (5x quota)"},
+        {**_row("noisy-neighbour", noisy_a, slo_ms), "tenant": "A (5x quota)", "cap": cap},
         {
             **_row("noisy-neighbour", with_a, slo_ms),
             "tenant": "B with A",
             "p99_vs_alone": with_a.p(0.99) / alone.p(0.99),
+            "cap": cap,
         },
     ]
 

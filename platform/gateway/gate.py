@@ -59,6 +59,7 @@ from loraplex.serving.registry import EngineHandle
 # An engine running `cap x share` requests refuses a request of that priority: the lowest
 # class is shed first, the highest may use a little headroom past the cap.
 PRIORITY_SHARE = (0.8, 1.0, 1.2)
+LIGHT_WAIT_S = 0.1  # a tenant below its share waits this long for a place (no SLO known)
 
 
 def in_flight_allowance(cap: int, priority: int) -> int:
@@ -115,16 +116,23 @@ class AdmissionGate:
 
     async def wait_for_room(self, target: Target, priority: int, tenant_id: UUID) -> None:
         """Return once `target` is under the cap for `priority` (or the tenant is below its
-        fair share while another is above), or shed after `queue_wait_s`."""
+        fair share while another is above), or shed after the tenant's wait.
+
+        A tenant below its fair share waits longer (`_light_wait_s`) than one at or above
+        it (`queue_wait_s`): it gets the next place freed (`_leave`), so it is admitted as
+        soon as one request ends, while the heavy tenant's surplus is shed first.
+        """
         waiters = self._waiters[target.base_model]
         if self._may_borrow(target, tenant_id):
             return
         if not waiters and not self._saturated(target, priority):
             return
-        if self.queue_wait_s <= 0:
+        wait_s = self._light_wait_s(target) if self._below_share(target, tenant_id) else 0.0
+        wait_s = max(wait_s, self.queue_wait_s)
+        if wait_s <= 0:
             self.shed_if_saturated(target, priority, tenant_id)
             return
-        deadline = asyncio.get_running_loop().time() + self.queue_wait_s
+        deadline = asyncio.get_running_loop().time() + wait_s
         waiter = _Waiter(tenant_id)
         while True:
             waiter.turn = asyncio.get_running_loop().create_future()
@@ -185,6 +193,26 @@ class AdmissionGate:
         model = target.base_model
         running = {k: n for k, n in self._running.items() if k[0] == model}
         return may_borrow((model, tenant_id), running, self._shares(model, places, tenant_id))
+
+    def _below_share(self, target: Target, tenant_id: UUID | None) -> bool:
+        """Whether the tenant runs fewer requests than its fair share of the places."""
+        places = self._places(target, 1)
+        if math.isinf(places):
+            return True
+        model = target.base_model
+        share = self._shares(model, places, tenant_id).get((model, tenant_id), 0.0)
+        return self._running[model, tenant_id] < share
+
+    def _light_wait_s(self, target: Target) -> float:
+        """How long a tenant below its share may wait for a place: half the tightest TTFT
+        SLO among the engines (what is left of it still meets it), else `LIGHT_WAIT_S`."""
+        targets = [
+            cap.target_s()
+            for e in self.router.ordered(target)
+            if (cap := self.caps.get(e.id)) is not None
+        ]
+        known = [t for t in targets if t is not None]
+        return min(known) / 2 if known else LIGHT_WAIT_S
 
     def _enter(
         self, target: Target, tenant_id: UUID | None, limits: dict[str, int], request_id: str

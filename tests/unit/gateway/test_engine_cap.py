@@ -18,11 +18,14 @@ def _idle(cap: AdaptiveCap, ttft_s: float) -> None:
     cap.on_first_token(ttft_s, admitted_at=0.0, idle=True, at_cap=False, now=ttft_s)
 
 
-def test_the_cap_starts_at_the_engine_slots_and_learns_its_slo_from_idle_requests() -> None:
+def test_the_cap_starts_at_its_seed_and_learns_its_slo_from_idle_requests() -> None:
     cap = AdaptiveCap(seed=4)
     assert cap.value == 4 and cap.target_s() is None
     _idle(cap, 0.05)
     assert cap.target_s() == 0.1  # twice the idle TTFT
+    for ttft in (0.04, 0.05, 0.05, 0.06, 0.05, 0.05, 0.05, 0.05, 0.05, 0.30):
+        _idle(cap, ttft)
+    assert cap.target_s() == 0.12  # its 90th percentile: one stall does not set it
 
 
 def test_before_its_first_cut_the_cap_grows_by_one_per_request_served_in_time() -> None:
@@ -35,7 +38,8 @@ def test_before_its_first_cut_the_cap_grows_by_one_per_request_served_in_time() 
 def test_after_a_cut_the_cap_grows_by_about_one_per_cap_served() -> None:
     cap = AdaptiveCap(seed=4)
     _idle(cap, 0.05)
-    cap.on_first_token(1.0, admitted_at=0.0, idle=False, at_cap=True, now=1.0)  # 4 -> 3.2
+    _slow(cap, 5, admitted_at=0.0)  # 4 -> 3.2
+    assert cap.cuts == 1
     _served(cap, 0.06, 4, start=2.0)
     assert cap.value == 4
 
@@ -48,17 +52,31 @@ def test_requests_below_the_cap_do_not_raise_it() -> None:
     assert cap.value == 4
 
 
-def test_a_slow_first_token_cuts_the_cap_once_per_round_of_admissions() -> None:
+def _slow(cap: AdaptiveCap, n: int, admitted_at: float) -> None:
+    for i in range(n):
+        at = admitted_at + 0.01 * i
+        cap.on_first_token(0.5, admitted_at=at, idle=False, at_cap=True, now=at + 0.5)
+
+
+def test_one_slow_first_token_among_fast_ones_is_jitter_and_cuts_nothing() -> None:
+    cap = AdaptiveCap(seed=4, floor=1)
+    _idle(cap, 0.05)
+    _served(cap, 0.06, 20)
+    _slow(cap, 1, admitted_at=10.0)
+    assert cap.cuts == 0
+
+
+def test_a_run_of_slow_first_tokens_cuts_the_cap_once_per_round_of_admissions() -> None:
     cap = AdaptiveCap(seed=4, floor=1)
     _idle(cap, 0.05)
     _served(cap, 0.06, 40)  # grown well past the seed
     grown = cap.limit
-    # Three slow requests admitted before the first cut: one cut, not three.
-    for admitted in (10.0, 10.1, 10.2):
-        cap.on_first_token(0.5, admitted_at=admitted, idle=False, at_cap=True, now=10.6)
+    # Slow requests all admitted before the first cut: one cut, not one each.
+    for i in range(10):
+        cap.on_first_token(0.5, admitted_at=10.0 + 0.01 * i, idle=False, at_cap=True, now=11.0)
     assert cap.limit == grown * BACKOFF and cap.cuts == 1
-    # A slow request admitted after the cut cuts again.
-    cap.on_first_token(0.5, admitted_at=10.7, idle=False, at_cap=True, now=11.2)
+    # A run admitted after the cut cuts again.
+    _slow(cap, 5, admitted_at=11.1)
     assert cap.cuts == 2
 
 
@@ -67,7 +85,7 @@ def test_the_cap_stays_within_its_floor_and_ceiling() -> None:
     _idle(cap, 0.05)
     _served(cap, 0.06, 200)
     assert cap.value == 6
-    for i in range(20):
+    for i in range(200):
         cap.on_first_token(1.0, admitted_at=100.0 + i, idle=False, at_cap=True, now=100.5 + i)
     assert cap.value == 2
 

@@ -255,3 +255,33 @@ def test_the_adaptive_cap_grows_from_the_engine_slots_while_requests_are_fast() 
     assert gate.cap_of(engine) == 4  # the engine's GPU slots
     asyncio.run(serve(5, ttft_s=0.06))
     assert engine.in_flight_cap is not None and engine.in_flight_cap > 4
+
+
+def test_at_the_cap_a_tenant_below_its_share_waits_for_the_next_place_a_heavy_one_is_shed() -> None:
+    gate = _gate(in_flight=0, cap=4)
+    gate.queue_wait_s = 0.01  # what a tenant at or above its share waits
+    x, y, newcomer = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
+    args = dict(stream=True, target=TARGET, prompt_tokens=1, max_tokens=1)
+
+    async def scenario() -> tuple[bool, bool]:
+        held = [
+            await gate.admit(t, {"priority": 1}, f"{t}-{i}", **args)  # type: ignore[arg-type]
+            for t in (x, y)
+            for i in range(2)
+        ]
+        # At the cap, x and y run 2 each; with the newcomer each share is 4/3.
+        waiting = asyncio.create_task(gate.admit(newcomer, {"priority": 1}, "n", **args))  # type: ignore[arg-type]
+        await asyncio.sleep(0)
+        x_shed = False
+        try:
+            await gate.admit(x, {"priority": 1}, "x-more", **args)  # type: ignore[arg-type]
+        except Overloaded:
+            x_shed = True
+        await asyncio.sleep(0.03)  # past queue_wait_s: the newcomer still waits
+        still_waiting = not waiting.done()
+        async with gate.hold(held[0], TARGET, x):
+            pass
+        await waiting  # the freed place went to it
+        return x_shed, still_waiting
+
+    assert asyncio.run(scenario()) == (True, True)
