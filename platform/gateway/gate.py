@@ -224,10 +224,6 @@ class AdmissionGate:
             idle=self._admitted[model] == 0,
             at_cap=self._admitted[model] + 1 >= places - len(self.router.ordered(target)),
         )
-        bound = limits.get("concurrent_requests")
-        self._claims[model, tenant_id] = Claim(
-            weight_of(limits.get("priority", 0)), float(bound) if bound else math.inf
-        )
         self._admitted[model] += 1
         self._running[model, tenant_id] += 1
 
@@ -279,6 +275,10 @@ class AdmissionGate:
         max_tokens: int,
     ) -> Ticket | None:
         """A ticket for the request, or the refusal (429/503 with Retry-After) raised."""
+        bound = limits.get("concurrent_requests")  # its share counts from its first wait
+        self._claims[target.base_model, tenant_id] = Claim(
+            weight_of(limits.get("priority", 0)), float(bound) if bound else math.inf
+        )
         await self.wait_for_room(target, limits.get("priority", 0), tenant_id)
         self._enter(target, tenant_id, limits, request_id)  # `hold` gives it back at the end
         if self.admission is None:
