@@ -48,14 +48,19 @@ def _belady_gap(scenario: str, rows: Rows) -> Verdict:
     )
 
 
+def _fewer_cold_loads_than_lru(rows: Rows) -> Verdict:
+    lru, default = rows[LRU_NAME], rows[DEFAULT_NAME]
+    return Verdict(
+        "default has fewer cold loads than lru",
+        default["cold_loads"] < lru["cold_loads"],
+        f"{default['cold_loads']:,} vs {lru['cold_loads']:,}",
+    )
+
+
 def _stationary(rows: Rows) -> list[Verdict]:
     lru, default = rows[LRU_NAME], rows[DEFAULT_NAME]
     return [
-        Verdict(
-            "default has fewer cold loads than lru",
-            default["cold_loads"] < lru["cold_loads"],
-            f"{default['cold_loads']:,} vs {lru['cold_loads']:,}",
-        ),
+        _fewer_cold_loads_than_lru(rows),
         Verdict(
             "default has lower p99 TTFT than lru",
             default["ttft_p99_s"] < lru["ttft_p99_s"],
@@ -66,15 +71,7 @@ def _stationary(rows: Rows) -> list[Verdict]:
 
 
 def _shifting(rows: Rows) -> list[Verdict]:
-    lru, default = rows[LRU_NAME], rows[DEFAULT_NAME]
-    return [
-        Verdict(
-            "default has fewer cold loads than lru",
-            default["cold_loads"] < lru["cold_loads"],
-            f"{default['cold_loads']:,} vs {lru['cold_loads']:,}",
-        ),
-        _belady_gap("shifting", rows),
-    ]
+    return [_fewer_cold_loads_than_lru(rows), _belady_gap("shifting", rows)]
 
 
 def _scan(rows: Rows) -> list[Verdict]:
