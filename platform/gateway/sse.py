@@ -16,7 +16,12 @@ from loraplex.gateway.buffer import ChoicePart, Taken
 
 _json = msgspec.json.Encoder()
 
-HEARTBEAT = b": keep-alive\n\n"
+# A comment line with no blank line after it: the bytes keep proxies and read timeouts
+# alive, and the block is closed by the next event's blank line. A comment closed by its own
+# blank line breaks OpenAI's Python SDK: its decoder keeps the last event id (as the SSE spec
+# says) and so dispatches that block as an event with empty data, which it then fails to
+# parse as JSON (seen as a JSONDecodeError when a stream went quiet for a heartbeat).
+HEARTBEAT = b": keep-alive\n"
 DONE = b"data: [DONE]\n\n"
 
 Kind = Literal["chat", "completion"]

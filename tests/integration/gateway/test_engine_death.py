@@ -105,7 +105,7 @@ def test_killing_the_engine_mid_stream_ends_with_an_error_event(
     ):
         for chunk in response.iter_raw():
             received += chunk
-            # Count data events, not blank lines: keep-alive comments also end in a blank line.
+            # Count data events, not blank lines or keep-alive comments.
             if killed_at is None and len(parse_events(received)) >= 10:
                 os.killpg(read_pid(doomed_engine), signal.SIGKILL)
                 killed_at = time.monotonic()

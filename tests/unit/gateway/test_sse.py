@@ -80,3 +80,17 @@ def test_buffer_refuses_past_its_bound_and_first_failure_wins() -> None:
     buffer.fail("engine_died", "y")
     buffer.finish("stop")
     assert buffer.take().error == ("slow_client", "x")
+
+
+def test_a_heartbeat_between_events_is_no_event_to_openais_sdk() -> None:
+    """OpenAI's Python SDK dispatches a comment block closed by its own blank line as an
+    event with empty data once an event id was seen, and fails to parse it."""
+    from openai._streaming import SSEDecoder
+
+    from loraplex.gateway.sse import DONE, HEARTBEAT
+
+    encoder = ChunkEncoder("chatcmpl-1", "m", "chat")
+    body = encoder.role(0) + HEARTBEAT + HEARTBEAT + encoder.text(1, "hi") + HEARTBEAT + DONE
+
+    events = list(SSEDecoder().iter_bytes(iter([body])))
+    assert [e.data[:10] for e in events] == ['{"id":"cha', '{"id":"cha', "[DONE]"]
