@@ -123,9 +123,9 @@ class AdmissionGate:
         soon as one request ends, while the heavy tenant's surplus is shed first.
         """
         waiters = self._waiters[target.base_model]
-        if self._may_borrow(target, tenant_id):
-            return
         if not waiters and not self._saturated(target, priority):
+            return  # the common case: no fair-share arithmetic on the way in
+        if self._may_borrow(target, tenant_id):
             return
         wait_s = self._light_wait_s(target) if self._below_share(target, tenant_id) else 0.0
         wait_s = max(wait_s, self.queue_wait_s)
@@ -191,8 +191,12 @@ class AdmissionGate:
         if math.isinf(places):
             return False
         model = target.base_model
-        running = {k: n for k, n in self._running.items() if k[0] == model}
-        return may_borrow((model, tenant_id), running, self._shares(model, places, tenant_id))
+        shares = self._shares(model, places, tenant_id)
+        return may_borrow((model, tenant_id), self._running_for(model), shares)
+
+    def _running_for(self, model: str) -> dict[TenantKey, int]:
+        """Requests running per tenant for `model`."""
+        return {key: n for key, n in self._running.items() if key[0] == model}
 
     def _below_share(self, target: Target, tenant_id: UUID | None) -> bool:
         """Whether the tenant runs fewer requests than its fair share of the places."""
@@ -242,8 +246,8 @@ class AdmissionGate:
         if waiters:
             places = self._places(target, 1)
             shares = self._shares(model, places if not math.isinf(places) else 1.0, None)
-            running = {k: n for k, n in self._running.items() if k[0] == model}
-            tenant = neediest([(model, w.tenant_id) for w in waiters], running, shares)
+            waiting = [(model, w.tenant_id) for w in waiters]
+            tenant = neediest(waiting, self._running_for(model), shares)
             chosen = next(w for w in waiters if (model, w.tenant_id) == tenant)
             self._waiters[model].remove(chosen)
             chosen.turn.set_result(None)
