@@ -41,8 +41,11 @@ def print_ready(
     ]
     if engine is None:
         lines.append("  Engine:        none started (--no-engine); LORAPLEX_ENGINES serve")
+    # Greedy: the demo adapters give their trained answers; at OpenAI's default temperature
+    # of 1 the small generated model samples noise.
     body = {
         "model": example,
+        "temperature": 0,
         "stream": True,
         "messages": [{"role": "user", "content": QUESTION}],
     }
@@ -57,7 +60,7 @@ def print_ready(
         "  from openai import OpenAI",
         f'  client = OpenAI(base_url="{url}/v1", api_key="{credentials.api_key}")',
         f'  for chunk in client.chat.completions.create(model="{example}", stream=True,',
-        f'          messages=[{{"role": "user", "content": "{QUESTION}"}}]):',
+        f'          messages=[{{"role": "user", "content": "{QUESTION}"}}], temperature=0):',
         '      print(chunk.choices[0].delta.content or "", end="", flush=True)',
         "  print()",
         "  EOF",
