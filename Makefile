@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test install services browser lint typecheck clean
+.PHONY: run test install services browser screenshots lint typecheck clean
 
 run: install ## install, migrate and start the embedded all-in-one (SQLite, local store)
 	$(VENV)/bin/loraplex up
@@ -31,6 +31,9 @@ services: ## PostgreSQL and Redis on loopback: reuse running ones, else start De
 
 browser: ## Debian's Chromium, for the console's browser tests
 	bash deploy/local/browser.sh
+
+screenshots: install services browser ## every console and admin page at laptop and phone width, into var/screenshots/
+	LORAPLEX_SCREENSHOTS=$(CURDIR)/var/screenshots $(PY) -m pytest -q tests/integration/web
 
 lint:
 	$(VENV)/bin/ruff check .

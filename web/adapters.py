@@ -1,5 +1,5 @@
-"""The console's adapter pages: versions (upload, archive, download), aliases (point, roll
-back, canary, pin, delete).
+"""The console's adapter actions: versions (upload, archive, download), aliases (point, roll
+back, canary, pin, delete); the pages that show them are web/adapter_page.py.
 
 Every change goes through the same service as its `/api/v1` route and answers with the
 adapter's card, which htmx swaps in place.
@@ -8,6 +8,7 @@ adapter's card, which htmx swaps in place.
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import quote
 from uuid import UUID
 
 from litestar import Controller, Request, Response, get, post
@@ -25,7 +26,7 @@ from loraplex.control.adapters.service import AdapterService
 from loraplex.control.adapters.versions import VersionService
 from loraplex.db.models import Adapter
 from loraplex.settings import Settings
-from loraplex.web import reads
+from loraplex.web.adapter_reads import card_context
 from loraplex.web.console import provide_tenant_id
 from loraplex.web.forms import convert, number
 from loraplex.web.session import Viewer
@@ -42,20 +43,13 @@ async def provide_adapter(tenant_id: UUID, name: str, db_session: AsyncSession) 
 
 
 class AdapterPages(Controller):
-    """`/console/adapters/...`: one card per adapter."""
+    """`/console/adapters/...`: the changes made from an adapter's card."""
 
     path = "/console"
     dependencies = {
         "tenant_id": Provide(provide_tenant_id, sync_to_thread=False),
         "adapter": Provide(provide_adapter),
     }
-
-    @get("/adapters", name="console.adapters")
-    async def adapters_page(self, tenant_id: UUID, db_session: AsyncSession) -> Template:
-        """Adapters with their versions and aliases."""
-        cards = await reads.adapter_cards(db_session, tenant_id)
-        bases = await reads.base_model_names(db_session)
-        return Template("console/adapters.html", context={"cards": cards, "base_models": bases})
 
     @post("/adapters", status_code=201)
     async def create_adapter(
@@ -65,14 +59,15 @@ class AdapterPages(Controller):
         editor: Viewer,
         db_session: AsyncSession,
     ) -> Response[Any]:
-        """A new (empty) adapter on a base model; the page reloads with its card."""
+        """A new (empty) adapter on a base model; the browser goes to its page."""
         fields = {
             "name": str(form.get("name", "")).strip(),
             "base_model": form.get("base_model", ""),
         }
         data = convert(fields, AdapterCreate)
         await AdapterService(session=db_session).create_adapter(tenant_id, data, editor.actor)
-        return Response(b"", status_code=201, headers={"HX-Refresh": "true"})
+        page = f"/console/adapters/{quote(data.name)}"
+        return Response(b"", status_code=201, headers={"HX-Redirect": page})
 
     @post(ADAPTER + "/versions", status_code=201, request_max_body_size=None)
     async def upload_version(
@@ -183,5 +178,5 @@ class AdapterPages(Controller):
 
 
 async def _card(session: AsyncSession, adapter: Adapter, status: int = 200) -> Template:
-    card = await reads.adapter_card(session, adapter)
-    return Template("console/_adapter.html", context={"card": card}, status_code=status)
+    context = await card_context(session, adapter)
+    return Template("console/_adapter.html", context=context, status_code=status)

@@ -1,12 +1,18 @@
-"""The operator's admin UI: tenants, the engines' placement map, and the audit log."""
+"""The operator's admin UI: the live dashboard, tenants, and the audit log.
+
+The dashboard's live sections are fragments of their own (`/admin/live/...`) that htmx polls
+every few seconds and swaps in place, so its figures, slots and placement map move without a
+reload.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 from uuid import UUID
 
 from litestar import Controller, Request, get, post
 from litestar.datastructures import FormMultiDict
+from litestar.params import QueryParameter
 from litestar.response import Template
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -18,10 +24,15 @@ from loraplex.db.models import TenantStatus
 from loraplex.errors import InvalidInput
 from loraplex.finetune.ids import JOB, public
 from loraplex.serving.live import LivePlacement
-from loraplex.web import reads
+from loraplex.web import admin_reads, reads
 from loraplex.web.forms import convert, number
 from loraplex.web.replica import fmt_ms, replica_stats
 from loraplex.web.session import Viewer
+
+# The raw `?page=` of a listing, parsed by admin_reads.page_number (a 400 in the page when bad);
+# not named `page` because the app already has a dependency of that name (the API's paging).
+PageAsked = Annotated[str, QueryParameter(name="page")]
+RECENT_CHANGES = 10  # the dashboard's audit excerpt; the audit page has the rest
 
 
 class AdminController(Controller):
@@ -35,19 +46,83 @@ class AdminController(Controller):
     ) -> Template:
         """Live figures, traffic, where every adapter version sits on which engine, tenants,
         recent changes."""
-        placement = request.app.state.get("placement")
-        snapshot = placement.snapshot() if isinstance(placement, LivePlacement) else None
-        return Template(
-            "admin/overview.html",
-            context={
-                "stats": replica_stats(),
-                "fmt_ms": fmt_ms,
-                "traffic": await reads.traffic(db_session),
-                "tenants": await reads.tenants(db_session),
-                "placement": snapshot,
-                "audit": await reads.recent_audit(db_session),
-            },
-        )
+        context = {
+            **_figures(),
+            **await _traffic(db_session),
+            **await _placement(request, db_session),
+            **await _tenants(db_session),
+            "audit": await reads.recent_audit(db_session, limit=RECENT_CHANGES),
+        }
+        return Template("admin/overview.html", context=context)
+
+    @get("/live/figures", name="admin.live.figures")
+    async def live_figures(self, operator: Viewer) -> Template:
+        """The dashboard's figures of this API process, polled."""
+        return Template("admin/_figures.html", context=_figures())
+
+    @get("/live/traffic", name="admin.live.traffic")
+    async def live_traffic(self, operator: Viewer, db_session: AsyncSession) -> Template:
+        """The dashboard's last hour of traffic, polled."""
+        return Template("admin/_traffic.html", context=await _traffic(db_session))
+
+    @get("/live/placement", name="admin.live.placement")
+    async def live_placement(
+        self, request: Request[Any, Any, Any], operator: Viewer, db_session: AsyncSession
+    ) -> Template:
+        """The dashboard's engines (slots used, queues) and placement map, polled."""
+        context = await _placement(request, db_session)
+        return Template("admin/_placement.html", context=context)
+
+    @get("/live/tenants", name="admin.live.tenants")
+    async def live_tenants(self, operator: Viewer, db_session: AsyncSession) -> Template:
+        """The dashboard's tenant counts and newest tenants, polled."""
+        return Template("admin/_tenant_summary.html", context=await _tenants(db_session))
+
+    @get("/tenants", name="admin.tenants")
+    async def tenants(
+        self,
+        operator: Viewer,
+        db_session: AsyncSession,
+        q: str = "",
+        page_asked: PageAsked = "",
+    ) -> Template:
+        """Every tenant, searched by name or slug and paged; bad paging is a 400 in the page."""
+        context: dict[str, Any] = {"q": q}
+        try:
+            context["listing"] = await admin_reads.tenant_list(
+                db_session, q, admin_reads.page_number(page_asked)
+            )
+        except InvalidInput as exc:
+            return _refused("admin/tenants.html", context, exc)
+        return Template("admin/tenants.html", context=context)
+
+    @get("/audit", name="admin.audit")
+    async def audit(
+        self,
+        operator: Viewer,
+        db_session: AsyncSession,
+        tenant: str = "",
+        actor: str = "",
+        action: str = "",
+        since: Annotated[str, QueryParameter(name="from")] = "",
+        until: Annotated[str, QueryParameter(name="to")] = "",
+        page_asked: PageAsked = "",
+    ) -> Template:
+        """The audit log filtered by tenant, actor, action and UTC dates, paged, newest first;
+        a filter that cannot be read is a 400 in the page, the form kept as typed."""
+        typed = {"tenant": tenant, "actor": actor, "action": action, "from": since, "to": until}
+        context: dict[str, Any] = {
+            "typed": typed,
+            "actions": await admin_reads.audit_actions(db_session),
+        }
+        try:
+            wanted = admin_reads.audit_filter(
+                tenant=tenant, actor=actor, action=action, since=since, until=until, page=page_asked
+            )
+            context["log"] = await admin_reads.audit_log(db_session, wanted)
+        except InvalidInput as exc:
+            return _refused("admin/audit.html", context, exc)
+        return Template("admin/audit.html", context=context)
 
     @get("/adapters", name="admin.adapters")
     async def adapters(self, operator: Viewer, db_session: AsyncSession) -> Template:
@@ -124,3 +199,37 @@ async def _tenant(session: AsyncSession, tenant_id: UUID, saved: str = "") -> Te
         "saved": saved,
     }
     return Template("admin/tenant.html", context=context)
+
+
+def _refused(template: str, context: dict[str, Any], exc: InvalidInput) -> Template:
+    """The page again with the reason its query was refused, as a 400."""
+    return Template(template, context={**context, "refused": exc.detail}, status_code=400)
+
+
+def _figures() -> dict[str, Any]:
+    return {"stats": replica_stats(), "fmt_ms": fmt_ms}
+
+
+async def _traffic(session: AsyncSession) -> dict[str, Any]:
+    return {"traffic": await reads.traffic(session)}
+
+
+async def _tenants(session: AsyncSession) -> dict[str, Any]:
+    return {"summary": await admin_reads.tenant_summary(session)}
+
+
+async def _placement(request: Request[Any, Any, Any], session: AsyncSession) -> dict[str, Any]:
+    """This process's placement map (None where it places nothing), hottest versions first,
+    each named by tenant, adapter and version where the database knows it."""
+    placement = request.app.state.get("placement")
+    if not isinstance(placement, LivePlacement):
+        return {"placement": None}
+    snapshot = placement.snapshot()
+    shown = snapshot["versions"][: admin_reads.PLACED_VERSIONS]
+    labels = await admin_reads.version_labels(session, [v["version_id"] for v in shown])
+    return {
+        "placement": snapshot,
+        "versions": shown,
+        "hidden_versions": len(snapshot["versions"]) - len(shown),
+        "labels": labels,
+    }

@@ -33,6 +33,7 @@ from loraplex.auth import access
 from loraplex.errors import LoraplexError
 from loraplex.settings import DEV_SECRET_KEY, Settings
 from loraplex.web.account import AccountController
+from loraplex.web.adapter_page import AdapterPage
 from loraplex.web.adapters import AdapterPages
 from loraplex.web.admin import AdminController
 from loraplex.web.console import ConsoleController
@@ -79,6 +80,7 @@ def web_router(settings: Settings) -> Router:
             AccountController,
             ConsoleController,
             AdapterPages,
+            AdapterPage,
             FineTuneController,
             AdminController,
             PlanPages,

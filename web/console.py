@@ -29,6 +29,7 @@ from loraplex.web.session import Viewer
 
 TENANT_SCOPES = sorted(Scope.TENANT_SCOPES)
 MAX_CSV_DAYS = 31  # what one usage report may span
+MAX_MODEL_CHARS = 200  # the longest `model` the OpenAI routes accept
 
 
 def provide_tenant_id(viewer: Viewer) -> UUID:
@@ -175,10 +176,32 @@ class ConsoleController(Controller):
         return await _users(db_session, tenant_id, saved=f"{user.email} is signed out everywhere.")
 
     @get("/playground", name="console.playground")
-    async def playground_page(self, tenant_id: UUID, db_session: AsyncSession) -> Template:
-        """Pick a model (base, adapter, alias or version), chat, watch the answer stream."""
+    async def playground_page(
+        self,
+        tenant_id: UUID,
+        db_session: AsyncSession,
+        model: str | None = None,
+        compare: str | None = None,
+    ) -> Template:
+        """Chat with a model (base, adapter, alias or version), or with two side by side.
+        `?model=A&compare=B` opens compare mode with A and B chosen; a name the list lacks is
+        offered anyway (the gateway answers for it, a 404 if it serves no such model)."""
         models = await model_ids(db_session, tenant_id)
-        return Template("console/playground.html", context={"models": models})
+        for name in (model, compare):
+            if name and len(name) > MAX_MODEL_CHARS:
+                raise InvalidInput(f"a model name has at most {MAX_MODEL_CHARS} characters")
+            if name and name not in models:
+                models.append(name)
+        model_a = model or (models[0] if models else "")
+        others = [m for m in models if m != model_a]
+        model_b = compare or (others[0] if others else model_a)
+        context = {
+            "models": models,
+            "model_a": model_a,
+            "model_b": model_b,
+            "comparing": bool(compare),
+        }
+        return Template("console/playground.html", context=context)
 
     @post("/playground/chat", status_code=200)
     async def playground_chat(

@@ -2,7 +2,8 @@
 
 The same service as `/api/v1/engines`: a registered engine is probed by this replica's health
 poller at once and takes requests once it answers; other replicas pick it up from the
-database on their next sync.
+database on their next sync. The page's table polls `/admin/engines/live`, so slots, queues
+and in-flight counts move without a reload.
 """
 
 from __future__ import annotations
@@ -19,12 +20,16 @@ from loraplex.control.engines.controller import provide_registry
 from loraplex.control.engines.schemas import EngineCreate
 from loraplex.control.engines.service import EngineService
 from loraplex.db.models import EngineKind
-from loraplex.web import reads
+from loraplex.serving.live import LivePlacement
+from loraplex.web import admin_reads, reads
 from loraplex.web.forms import convert, number
 from loraplex.web.session import Viewer
 
 FIELDS = ("name", "url", "kind", "base_model", "agent_url")
 SIZES = ("max_lora_rank", "gpu_slots", "host_slots")
+PAGE = "admin/engines.html"
+CARD = "admin/_engines.html"  # what the register and remove forms swap in
+TABLE = "admin/_engines_live.html"  # what the page polls
 
 
 class EnginePages(Controller):
@@ -37,7 +42,14 @@ class EnginePages(Controller):
         self, request: Request[Any, Any, Any], operator: Viewer, db_session: AsyncSession
     ) -> Template:
         """Every engine with its health as this replica sees it, and a form for one more."""
-        return await _engines(request, db_session, page=True)
+        return await _engines(request, db_session, PAGE)
+
+    @get("/live", name="admin.engines.live")
+    async def live_table(
+        self, request: Request[Any, Any, Any], operator: Viewer, db_session: AsyncSession
+    ) -> Template:
+        """The engines table alone, polled by the page: slots used, queues, in flight."""
+        return await _engines(request, db_session, TABLE)
 
     @post("/", status_code=201)
     async def register(
@@ -57,7 +69,7 @@ class EnginePages(Controller):
             data, operator.actor, provide_registry(request)
         )
         saved = f"Engine {engine.name} registered; it takes requests once it answers."
-        return await _engines(request, db_session, saved=saved, status=201)
+        return await _engines(request, db_session, CARD, saved=saved, status=201)
 
     @post("/{engine_id:uuid}/remove", status_code=200)
     async def remove(
@@ -71,23 +83,26 @@ class EnginePages(Controller):
         await EngineService(session=db_session).deregister(
             engine_id, operator.actor, provide_registry(request)
         )
-        return await _engines(request, db_session, saved="Engine removed.")
+        return await _engines(request, db_session, CARD, saved="Engine removed.")
 
 
 async def _engines(
     request: Request[Any, Any, Any],
     session: AsyncSession,
+    template: str,
     *,
-    page: bool = False,
     saved: str = "",
     status: int = 200,
 ) -> Template:
+    """Every engine with this process's view of it: health, slots used, queues, in flight."""
     engines = await EngineService(session=session).list_engines(provide_registry(request))
+    placement = request.app.state.get("placement")
+    snapshot = placement.snapshot() if isinstance(placement, LivePlacement) else None
     context = {
         "engines": engines,
+        "slots": admin_reads.engine_slots(snapshot),
         "kinds": [kind.value for kind in EngineKind],
-        "base_models": await reads.base_model_names(session),
+        "base_models": await reads.base_model_names(session) if template == PAGE else [],
         "saved": saved,
     }
-    name = "admin/engines.html" if page else "admin/_engines.html"
-    return Template(name, context=context, status_code=status)
+    return Template(template, context=context, status_code=status)

@@ -6,7 +6,6 @@ for the workers exactly as one created with OpenAI's SDK.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
@@ -18,42 +17,18 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from loraplex.adapters.store import ObjectStore
 from loraplex.api.multipart import save_multipart, upload_workdir
-from loraplex.db.models import FineTuneEvent, FineTuneJob
-from loraplex.errors import InvalidInput
+from loraplex.control.adapters.aliases import AliasService
+from loraplex.control.adapters.service import AdapterService
+from loraplex.errors import Conflict, InvalidInput
 from loraplex.finetune.files import PURPOSE, FileService
 from loraplex.finetune.ids import FILE, JOB, public
-from loraplex.finetune.jobs import ACTIVE, JobService
+from loraplex.finetune.jobs import JobService
 from loraplex.finetune.schemas import JobCreate
 from loraplex.settings import Settings
-from loraplex.web import reads
-from loraplex.web.charts import LineChart, line_chart
+from loraplex.web import finetune_reads, reads
 from loraplex.web.console import provide_tenant_id
 from loraplex.web.forms import convert, decimal, number
 from loraplex.web.session import Viewer
-
-MAX_LOSS_POINTS = 2000  # events read for the loss curve
-
-
-@dataclass(frozen=True)
-class JobView:
-    """One job as the pages show it."""
-
-    id: str
-    job: FineTuneJob
-    loss: LineChart
-    events: list[FineTuneEvent]  # newest first
-
-    @property
-    def active(self) -> bool:
-        """Still validating, queued or running: the page keeps polling."""
-        return self.job.status in ACTIVE
-
-    @property
-    def percent(self) -> float:
-        """Steps done, 0-100."""
-        progress = self.job.progress or {}
-        total = progress.get("total_steps") or 0
-        return 100.0 * progress.get("step", 0) / total if total else 0.0
 
 
 class FineTuneController(Controller):
@@ -128,7 +103,10 @@ class FineTuneController(Controller):
         hyper = {
             "n_epochs": number(form, "n_epochs") or "auto",
             "learning_rate_multiplier": decimal(form, "learning_rate_multiplier") or "auto",
+            "batch_size": number(form, "batch_size") or "auto",
         }
+        if (rank := number(form, "lora_r")) is not None:
+            hyper["lora_r"] = rank
         fields = {
             "model": form.get("model", ""),
             "training_file": form.get("training_file", ""),
@@ -145,15 +123,15 @@ class FineTuneController(Controller):
 
     @get("/{job_id:str}", name="console.fine_tune")
     async def job_page(self, tenant_id: UUID, job_id: str, db_session: AsyncSession) -> Template:
-        """One job: status, progress, the loss curve and its events; live while it runs."""
-        view = await _view(db_session, tenant_id, job_id)
+        """One job: its settings, files and times, progress, the loss curve, checkpoints,
+        events and the adapter it made; the live part refreshes while it runs."""
+        view = await finetune_reads.job_page(db_session, tenant_id, job_id)
         return Template("console/fine_tune.html", context={"v": view})
 
     @get("/{job_id:str}/live")
     async def job_live(self, tenant_id: UUID, job_id: str, db_session: AsyncSession) -> Template:
         """The live part of the job page, polled by htmx until the job ends."""
-        view = await _view(db_session, tenant_id, job_id)
-        return Template("console/_fine_tune_live.html", context={"v": view})
+        return await _live(db_session, tenant_id, job_id)
 
     @post("/{job_id:str}/cancel", status_code=200)
     async def cancel(
@@ -161,17 +139,40 @@ class FineTuneController(Controller):
     ) -> Template:
         """Ask the workers to stop the job."""
         await JobService(db_session).cancel(tenant_id, job_id, editor.actor)
-        view = await _view(db_session, tenant_id, job_id)
-        return Template("console/_fine_tune_live.html", context={"v": view})
+        return await _live(db_session, tenant_id, job_id)
+
+    @post("/{job_id:str}/alias", status_code=200)
+    async def point_alias(
+        self,
+        tenant_id: UUID,
+        job_id: str,
+        form: FormMultiDict,
+        editor: Viewer,
+        db_session: AsyncSession,
+    ) -> Template:
+        """Point an alias (`prod` unless named) of the job's adapter at the version it made,
+        through the same service as the adapter page's promote; answers the result card."""
+        alias = str(form.get("alias", "")).strip()
+        await _point_at_result(db_session, tenant_id, job_id, alias, editor.actor)
+        context = {
+            "v": await finetune_reads.job_page(db_session, tenant_id, job_id),
+            "pointed": alias,
+        }
+        return Template("console/_fine_tune_result.html", context=context)
 
 
-async def _view(session: AsyncSession, tenant_id: UUID, job_id: str) -> JobView:
-    jobs = JobService(session)
-    job = await jobs.get(tenant_id, job_id)
-    events = await jobs.events(job, MAX_LOSS_POINTS)
-    points = [
-        (float(e.data["step"]), float(e.data["loss"]))
-        for e in reversed(events)
-        if e.type == "metrics" and "step" in e.data and e.data.get("loss") is not None
-    ]
-    return JobView(public(JOB, job.id), job, line_chart(points), events[:50])
+async def _point_at_result(
+    session: AsyncSession, tenant_id: UUID, job_id: str, alias: str, actor: str
+) -> None:
+    """Point `alias` of the job's adapter at the version the job made (409 before it made one)."""
+    job = await JobService(session).get(tenant_id, job_id)
+    result = await finetune_reads.result_of(session, job)
+    if result is None:
+        raise Conflict(f"job {job_id} has made no adapter version to point an alias at")
+    adapter = await AdapterService(session=session).named(tenant_id, result.adapter)
+    await AliasService(session=session).point(adapter, alias, result.number, actor)
+
+
+async def _live(session: AsyncSession, tenant_id: UUID, job_id: str) -> Template:
+    view = await finetune_reads.job_page(session, tenant_id, job_id)
+    return Template("console/_fine_tune_live.html", context={"v": view})

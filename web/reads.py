@@ -255,16 +255,6 @@ async def keys(session: AsyncSession, tenant_id: UUID) -> list[KeyOut]:
     return [service.to_out(key) for key in rows]
 
 
-async def adapter_cards(session: AsyncSession, tenant_id: UUID) -> list[AdapterCard]:
-    """Every adapter of the tenant, by name, with versions and aliases."""
-    adapters = (
-        await session.scalars(
-            select(Adapter).where(Adapter.tenant_id == tenant_id).order_by(Adapter.name)
-        )
-    ).all()
-    return [await adapter_card(session, adapter) for adapter in adapters]
-
-
 async def adapter_card(session: AsyncSession, adapter: Adapter) -> AdapterCard:
     """One adapter's versions and aliases."""
     versions = (
@@ -281,11 +271,6 @@ async def adapter_card(session: AsyncSession, adapter: Adapter) -> AdapterCard:
         [VersionService.to_out(adapter, v) for v in versions],
         [await aliases.to_out(a) for a in rows],
     )
-
-
-async def tenants(session: AsyncSession) -> list[Tenant]:
-    """Every tenant, by name (operators)."""
-    return list((await session.scalars(select(Tenant).order_by(Tenant.name))).unique().all())
 
 
 async def recent_audit(session: AsyncSession, limit: int = 25) -> list[AuditEntry]:

@@ -13,6 +13,7 @@ BENCHMARKS = [
     ("loraplex.bench.overload", "bench_overload"),
     ("loraplex.bench.parity", "bench_parity"),
     ("loraplex.bench.structured", "bench_structured"),
+    ("loraplex.bench.pages", "bench_pages"),
 ]
 
 

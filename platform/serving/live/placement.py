@@ -32,6 +32,7 @@ from loraplex.serving.engines import EngineDied, EngineUnavailable
 from loraplex.serving.live.errors import ColdLoadLimited, PlacementDeferred
 from loraplex.serving.live.facts import FactsSource, VersionFacts
 from loraplex.serving.live.hints import AliasWatcher
+from loraplex.serving.live.load_times import LoadTime
 from loraplex.serving.live.ops import OpsRouter
 from loraplex.serving.live.pins import PinChanges, Pins
 from loraplex.serving.live.pool import Pool, Ticket
@@ -402,6 +403,10 @@ class LivePlacement:
                         await self.promote(old, new)
             except Exception:  # the loop must outlive one bad round
                 log.exception("placement reconcile round failed")
+
+    def recent_loads(self, version_id: UUID) -> list[LoadTime]:
+        """The version's last few engine loads in this process, newest first (the console)."""
+        return self.runner.load_times.of(str(version_id))
 
     def snapshot(self) -> dict[str, Any]:
         """The placement map for the operator API (see control/engines/placement.py)."""

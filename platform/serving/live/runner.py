@@ -11,9 +11,11 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Coroutine, Sequence
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
+from loraplex.serving.live.load_times import LoadTime, LoadTimes
 from loraplex.serving.live.pool import Pool
 from loraplex.serving.policy import Action, Evict, EvictReason, Load, Tier
 
@@ -30,6 +32,7 @@ class ActionRunner:
         self.placement = placement
         self.loads = 0
         self.unloads = 0
+        self.load_times = LoadTimes()  # the last few engine loads per version (the console)
         self._tasks: set[asyncio.Task[None]] = set()
         self._unloaded: dict[str, dict[str, float]] = {}  # node -> version -> when
 
@@ -88,16 +91,20 @@ class ActionRunner:
         if handle is None:
             return
         ops = self.placement.ops.for_engine(handle)
+        started = self.placement.clock()
+        came_from: Tier | None = None  # where an engine load found the version
         try:
             if action.tier is Tier.DISK:
                 await ops.fetch(handle, facts)
             else:
-                await ops.load(handle, facts)
+                came_from = await ops.load(handle, facts)
                 self.loads += 1
         except Exception as exc:
             if pool.epoch(node_id) == epoch:
                 self._failed(pool, node_id, action, exc)
             return
+        if came_from is not None:
+            self._timed(action.version_id, handle.name, came_from, started)
         if pool.epoch(node_id) != epoch:
             return
         self._unloaded.get(node_id, {}).pop(action.version_id, None)
@@ -105,6 +112,12 @@ class ActionRunner:
         after = pool.core.load_finished(node_id, action.version_id, action.tier, now)
         self.apply(pool, node_id, after)
         self.placement.dispatch(pool, node_id)
+
+    def _timed(self, version_id: str, engine: str, came_from: Tier, started: float) -> None:
+        """Remember how long a finished engine load took (the adapter page shows it)."""
+        seconds = self.placement.clock() - started
+        load = LoadTime(engine, came_from.name.lower(), seconds, datetime.now(UTC))
+        self.load_times.record(version_id, load)
 
     def _failed(self, pool: Pool, node_id: str, action: Load, error: Exception) -> None:
         """Undo the load in the core; its waiting requests get the error."""

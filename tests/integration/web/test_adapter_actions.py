@@ -42,7 +42,8 @@ async def test_a_versions_files_download_from_the_console_as_stored(
     await sign_in(browser_client, member.email, PASSWORD)
     base = f"/console/adapters/{adapter}/versions/1/files"
     assert (
-        f'{base}/adapter_model.safetensors"' in (await browser_client.get("/console/adapters")).text
+        f'{base}/adapter_model.safetensors"'
+        in (await browser_client.get(f"/console/adapters/{adapter}")).text
     )
 
     weights = await browser_client.get(f"{base}/adapter_model.safetensors")

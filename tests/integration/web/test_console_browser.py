@@ -5,49 +5,17 @@ swap their fragments in place, the CSRF header rides along, confirm dialogs gate
 from __future__ import annotations
 
 import os
-import shutil
-from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import httpx
-import pytest
-from playwright.async_api import Browser, Page, async_playwright, expect
+from playwright.async_api import Browser, expect
 
-from loraplex.bench.server import api_process
-from loraplex.settings import Settings
 from tests.conftest import Api
-from tests.integration.web.conftest import PASSWORD
+from tests.integration.web.conftest import PASSWORD, needs_chromium, sign_in_page
 from tests.support.adapter_api import adapter_with_versions
 from tests.support.lora_files import TINY_BASE, write_adapter
 
-CHROMIUM = shutil.which("chromium")
-pytestmark = pytest.mark.skipif(
-    CHROMIUM is None, reason="Debian's chromium is not installed (make test installs it)"
-)
-
-
-@pytest.fixture(scope="module")
-def console_url(settings: Settings) -> Iterator[str]:
-    """A real API process on the test database, serving the console."""
-    with api_process(settings.to_env()) as (url, _pid):
-        yield url
-
-
-@pytest.fixture
-async def browser() -> AsyncIterator[Browser]:
-    """Headless Chromium."""
-    async with async_playwright() as playwright:
-        chromium = await playwright.chromium.launch(executable_path=CHROMIUM)
-        yield chromium
-        await chromium.close()
-
-
-async def _sign_in(page: Page, url: str, email: str, password: str = PASSWORD) -> None:
-    await page.goto(f"{url}/login")
-    await page.fill("input[name=email]", email)
-    await page.fill("input[name=password]", password)
-    await page.click("button:has-text('Sign in')")
-    await page.wait_for_url(f"{url}/console")
+pytestmark = needs_chromium
 
 
 async def test_a_tenant_admin_makes_and_revokes_a_key_and_moves_an_alias_in_chromium(
@@ -57,7 +25,7 @@ async def test_a_tenant_admin_makes_and_revokes_a_key_and_moves_an_alias_in_chro
     adapter = await adapter_with_versions(operator, tenant, tmp_path, 2)
     user = await make_user(tenant)
     page = await browser.new_page()
-    await _sign_in(page, console_url, user.email)
+    await sign_in_page(page, console_url, user.email)
     await expect(page.locator("[data-meter=Adapters] .meter-value")).to_contain_text("1 / ")
 
     # A key: its secret appears once, works, and stops working when revoked.
@@ -88,6 +56,8 @@ async def test_a_tenant_admin_makes_and_revokes_a_key_and_moves_an_alias_in_chro
     await expect(made.locator("tr[data-version='1']")).to_contain_text("ready")
 
     # An alias: point it, promote it, roll it back; a bad name is explained in place.
+    await page.click("text=Adapters")
+    await page.click(f"a:has-text('{adapter}')")
     card = page.locator(f"[data-adapter='{adapter}']")
     points_to = card.locator("tr[data-alias=prod] [data-points-to]")
     for version in ("1", "2"):
@@ -118,7 +88,7 @@ async def test_a_user_changes_their_password_in_chromium_and_signs_in_with_it(
 ) -> None:
     user = await make_user(await make_tenant())
     page = await browser.new_page()
-    await _sign_in(page, console_url, user.email)
+    await sign_in_page(page, console_url, user.email)
     await page.click(f"text={user.email}")  # the header's link to your account
     await page.fill("input[name=current]", PASSWORD)
     await page.fill("input[name=new]", "a newer passphrase")
@@ -129,4 +99,4 @@ async def test_a_user_changes_their_password_in_chromium_and_signs_in_with_it(
     await expect(page.locator("h1")).to_have_text("API keys")
 
     fresh = await browser.new_page()
-    await _sign_in(fresh, console_url, user.email, "a newer passphrase")
+    await sign_in_page(fresh, console_url, user.email, "a newer passphrase")

@@ -4,23 +4,60 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+from uuid import UUID
 
 from sqlalchemy import select
 
 from loraplex.db.config import sqlalchemy_config
-from loraplex.db.models import BaseModel, FineTuneJob, JobStatus
-from loraplex.finetune.ids import JOB, public
+from loraplex.db.models import (
+    Adapter,
+    AdapterVersion,
+    BaseModel,
+    DatasetFile,
+    FineTuneCheckpoint,
+    FineTuneJob,
+    JobStatus,
+)
+from loraplex.finetune.ids import JOB, parse, public
 from loraplex.finetune.jobs import add_event
 from tests.conftest import Api
 from tests.integration.web.conftest import PASSWORD, htmx, sign_in
-from tests.support.adapter_api import ensure_tiny_base
+from tests.support.adapter_api import adapter_with_versions, ensure_tiny_base
 
 ROWS = [
     {"messages": [{"role": "user", "content": f"q{i}"}, {"role": "assistant", "content": f"a{i}"}]}
     for i in range(12)
 ]
+
+
+async def _job_row(settings, operator: Api, tenant_id: str, **fields: Any) -> str:
+    """A job of the tenant on the tiny base, written to the database as the workers leave
+    it; returns its public id."""
+    name = await ensure_tiny_base(operator)
+    config = sqlalchemy_config(settings)
+    async with config.get_session() as session:
+        base_id = await session.scalar(select(BaseModel.id).where(BaseModel.name == name))
+        job = FineTuneJob(tenant_id=UUID(tenant_id), base_model_id=base_id, model=name, **fields)
+        session.add(job)
+        await session.commit()
+    await config.get_engine().dispose()
+    return public(JOB, job.id)
+
+
+async def _version_id(settings, adapter: str, number: int) -> UUID:
+    config = sqlalchemy_config(settings)
+    async with config.get_session() as session:
+        version_id = await session.scalar(
+            select(AdapterVersion.id)
+            .join(Adapter, Adapter.id == AdapterVersion.adapter_id)
+            .where(Adapter.name == adapter, AdapterVersion.number == number)
+        )
+    await config.get_engine().dispose()
+    assert version_id is not None
+    return version_id
 
 
 async def _signed_in(browser_client, make_tenant, make_user) -> Any:
@@ -137,8 +174,14 @@ async def test_another_tenants_job_does_not_exist_in_the_console(
         await session.commit()
     await config.get_engine().dispose()
     await _signed_in(browser_client, make_tenant, make_user)
-    response = await browser_client.get(f"/console/fine-tunes/{public(JOB, job.id)}")
+    page = f"/console/fine-tunes/{public(JOB, job.id)}"
+    response = await browser_client.get(page)
+    live = await browser_client.get(f"{page}/live", headers={"hx-request": "true"})
+    alias = await browser_client.post(
+        f"{page}/alias", data={"alias": "prod"}, headers=htmx(browser_client)
+    )
     assert response.status_code == 404 and "theirs" not in response.text
+    assert (live.status_code, alias.status_code) == (404, 404)
 
 
 async def test_a_training_file_is_deleted_from_the_console_unless_a_job_uses_it(
@@ -171,3 +214,108 @@ async def test_a_training_file_is_deleted_from_the_console_unless_a_job_uses_it(
     assert spare.status_code == 200
     left = [f["filename"] for f in (await tenant.api.get("/v1/files")).json()["data"]]
     assert left == ["used.jsonl"]
+
+
+async def test_the_job_page_shows_its_hyperparameters_file_times_and_checkpoints(
+    browser_client, make_tenant, make_user, operator: Api, settings
+) -> None:
+    tenant = await _signed_in(browser_client, make_tenant, make_user)
+    config = sqlalchemy_config(settings)
+    async with config.get_session() as session:
+        data_file = DatasetFile(
+            tenant_id=UUID(tenant.id), purpose="fine-tune", filename="support.jsonl", rows=12
+        )
+        session.add(data_file)
+        await session.commit()
+    started = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)
+    hyper = {"n_epochs": 4, "batch_size": "auto", "learning_rate_multiplier": 2.5, "lora_r": 8}
+    job_id = await _job_row(
+        settings,
+        operator,
+        tenant.id,
+        suffix="support",
+        training_file_id=data_file.id,
+        hyperparameters={**hyper, "lora_alpha": 32.0, "lora_dropout": 0.1},
+        status=JobStatus.FAILED,
+        started_at=started,
+        finished_at=started + timedelta(minutes=3, seconds=7),
+    )
+    async with config.get_session() as session:
+        saved = {"loss": 0.75, "files": {"adapter_model.safetensors": "0" * 64}}
+        session.add(
+            FineTuneCheckpoint(
+                job_id=parse(JOB, job_id, "job"), step=20, storage_key="k/", metrics=saved
+            )
+        )
+        await session.commit()
+    await config.get_engine().dispose()
+
+    page = (await browser_client.get(f"/console/fine-tunes/{job_id}")).text
+
+    facts = dict(re.findall(r"<dt>([^<]+)</dt><dd>([^<]+)</dd>", page))
+    assert (facts["Epochs"], facts["Batch size"], facts["Learning rate multiplier"]) == (
+        "4",
+        "auto (8)",
+        "2.5",
+    )
+    assert (facts["LoRA rank (r)"], facts["LoRA alpha"], facts["LoRA dropout"]) == (
+        "8",
+        "32",
+        "0.1",
+    )
+    assert "support.jsonl · 12 rows" in page
+    assert "2025-01-02 03:04:05 UTC" in page and "3 min 07 s" in page
+    assert 'data-checkpoint="20"' in page and "0.7500" in page
+
+
+async def test_point_alias_on_a_succeeded_jobs_page_points_it_at_the_jobs_version(
+    browser_client, make_tenant, make_user, operator: Api, settings, tmp_path: Path
+) -> None:
+    tenant = await _signed_in(browser_client, make_tenant, make_user)
+    adapter = await adapter_with_versions(operator, tenant, tmp_path, 2)
+    aliases = f"/api/v1/tenants/{tenant.id}/adapters/{adapter}/aliases"
+    assert (await tenant.api.put(f"{aliases}/prod", json={"version": 2})).status_code == 200
+    job_id = await _job_row(
+        settings,
+        operator,
+        tenant.id,
+        suffix=adapter,
+        status=JobStatus.SUCCEEDED,
+        fine_tuned_model=f"{adapter}@v1",
+        adapter_version_id=await _version_id(settings, adapter, 1),
+    )
+    page = (await browser_client.get(f"/console/fine-tunes/{job_id}")).text
+    assert f'href="/console/adapters/{adapter}"' in page
+    assert f'href="/console/playground?model={adapter}%40v1"' in page
+
+    pointed = await browser_client.post(
+        f"/console/fine-tunes/{job_id}/alias", data={"alias": "prod"}, headers=htmx(browser_client)
+    )
+
+    assert pointed.status_code == 200, pointed.text
+    assert f"<code>{adapter}@prod</code> now points at v1" in pointed.text
+    prod = (await tenant.api.get(f"{aliases}/prod")).json()
+    assert (prod["version"], prod["previous_version"]) == (1, 2)
+
+
+async def test_a_bad_alias_name_on_the_job_page_is_a_400_that_says_why(
+    browser_client, make_tenant, make_user, operator: Api, settings, tmp_path: Path
+) -> None:
+    tenant = await _signed_in(browser_client, make_tenant, make_user)
+    adapter = await adapter_with_versions(operator, tenant, tmp_path, 1)
+    job_id = await _job_row(
+        settings,
+        operator,
+        tenant.id,
+        suffix=adapter,
+        status=JobStatus.SUCCEEDED,
+        fine_tuned_model=f"{adapter}@v1",
+        adapter_version_id=await _version_id(settings, adapter, 1),
+    )
+
+    refused = await browser_client.post(
+        f"/console/fine-tunes/{job_id}/alias", data={"alias": "Bad!"}, headers=htmx(browser_client)
+    )
+
+    assert refused.status_code == 400 and "must start with a-z" in refused.text
+    assert refused.headers["hx-retarget"] == "#flash"  # shown on the page, not as a new page
