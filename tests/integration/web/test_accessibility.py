@@ -38,6 +38,14 @@ async def _violations(page: Page) -> list[str]:
     ]
 
 
+def _shot_name(path: str) -> str:
+    """`/console/adapters/a-1f2e` -> `console-adapters-one`: pages of one object by their kind."""
+    parts = path.strip("/").split("/")
+    if len(parts) == 3:  # /console/adapters/<name>, /console/fine-tunes/<id>, /admin/tenants/<id>
+        parts[2] = "one"
+    return "-".join(parts)
+
+
 async def _walk(page: Page, url: str, paths: list[str]) -> dict[str, list[str]]:
     """Open each path, check it with axe, screenshot it; {path: violations} where any."""
     failures = {}
@@ -49,8 +57,7 @@ async def _walk(page: Page, url: str, paths: list[str]) -> dict[str, list[str]]:
         await page.wait_for_load_state("networkidle")
         if problems := await _violations(page):
             failures[path] = problems
-        name = path.strip("/").replace("/", "-") or "home"
-        await screenshot_both(page, name if len(name) < 40 else name[:40])
+        await screenshot_both(page, _shot_name(path))
     return failures
 
 

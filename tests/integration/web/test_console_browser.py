@@ -4,7 +4,6 @@ swap their fragments in place, the CSRF header rides along, confirm dialogs gate
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import httpx
@@ -77,10 +76,6 @@ async def test_a_tenant_admin_makes_and_revokes_a_key_and_moves_an_alias_in_chro
     page.once("dialog", lambda dialog: dialog.accept())
     await card.locator("tr[data-version='2'] button:has-text('Archive')").click()
     await expect(card.locator("tr[data-version='2'] [data-status]")).to_have_text("archived")
-    if shots := os.environ.get("LORAPLEX_SCREENSHOTS"):  # for a person to look at the pages
-        await page.screenshot(path=f"{shots}/adapters.png", full_page=True)
-        await page.goto(f"{console_url}/console")
-        await page.screenshot(path=f"{shots}/overview.png", full_page=True)
 
 
 async def test_a_user_changes_their_password_in_chromium_and_signs_in_with_it(
