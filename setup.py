@@ -2,7 +2,8 @@
 
 `platform/` is the root of `loraplex` and deliberately has no `__init__.py`: one there would
 shadow the standard library's `platform` module whenever the repository root is on sys.path
-(`python -m`, Alembic, Celery, uvicorn all put it there). See DESIGN.md §1.
+(`python -m`, Alembic, Celery, uvicorn all put it there). The README's layout table lists
+which folder becomes which subpackage.
 """
 
 from setuptools import find_packages, setup

@@ -7,6 +7,7 @@ is loaded right now (a fragment htmx polls), and its traffic over the last day.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Annotated, Any
 from uuid import UUID
 
@@ -16,13 +17,21 @@ from litestar.params import QueryParameter
 from litestar.response import Template
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from loraplex.control.adapters.schemas import VersionOut
 from loraplex.db.models import Adapter
 from loraplex.serving.live import LivePlacement
 from loraplex.web import reads
 from loraplex.web.adapter_placement import AdapterPlacement, adapter_placement
-from loraplex.web.adapter_reads import adapter_index, adapter_traffic, card_context
+from loraplex.web.adapter_reads import (
+    adapter_index,
+    adapter_traffic,
+    adapter_versions,
+    card_context,
+)
 from loraplex.web.adapters import provide_adapter
 from loraplex.web.console import provide_tenant_id
+from loraplex.web.live import provide_live_placement
+from loraplex.web.paging import PageAsked, page_number
 
 PLACEMENT_EVERY_S = 2  # how often the page asks where the versions are
 
@@ -42,12 +51,11 @@ class AdapterPage(Controller):
         tenant_id: UUID,
         db_session: AsyncSession,
         q: Annotated[str, QueryParameter(max_length=100)] = "",
-        # Not `page`: the app provides a dependency of that name (API paging).
-        current_page: Annotated[int, QueryParameter(name="page", ge=1, le=1_000_000)] = 1,
+        page_asked: PageAsked = "",
     ) -> Template:
         """The adapters whose name or base model contains `q`, a page of cards at a time,
         and the form for a new one."""
-        index = await adapter_index(db_session, tenant_id, q.strip(), current_page)
+        index = await adapter_index(db_session, tenant_id, q.strip(), page_number(page_asked))
         bases = await reads.base_model_names(db_session)
         return Template("console/adapters.html", context={"index": index, "base_models": bases})
 
@@ -57,7 +65,8 @@ class AdapterPage(Controller):
     ) -> Template:
         """Versions and aliases with their actions, live placement, traffic."""
         context = await card_context(db_session, adapter)
-        context["placement"] = _placement(request, adapter, context["card"].versions)
+        placement = provide_live_placement(request)
+        context["placement"] = _placement(placement, adapter, context["card"].versions)
         context["traffic"] = await adapter_traffic(db_session, adapter)
         context["every_s"] = PLACEMENT_EVERY_S
         return Template("console/adapter.html", context=context)
@@ -66,22 +75,24 @@ class AdapterPage(Controller):
     async def placement_fragment(
         self, request: Request[Any, Any, Any], adapter: Adapter, db_session: AsyncSession
     ) -> Template:
-        """The page's placement section, polled by htmx."""
-        card = await reads.adapter_card(db_session, adapter)
+        """The page's placement section, polled by htmx: the adapter's versions only, and
+        only their tiers (not the whole placement map)."""
+        versions = await adapter_versions(db_session, adapter)
         context = {
             "adapter": adapter,
-            "placement": _placement(request, adapter, card.versions),
+            "placement": _placement(provide_live_placement(request), adapter, versions),
             "every_s": PLACEMENT_EVERY_S,
         }
         return Template("console/_adapter_placement.html", context=context)
 
 
 def _placement(
-    request: Request[Any, Any, Any], adapter: Adapter, versions: list[Any]
+    placement: LivePlacement | None, adapter: Adapter, versions: Sequence[VersionOut]
 ) -> AdapterPlacement:
-    placement = request.app.state.get("placement")
-    if not isinstance(placement, LivePlacement):
-        return adapter_placement(None, adapter.base_model.name, versions, lambda _: [])
-    base = adapter.base_model.name
-    rotation = [(h.id, h.name) for h in placement.registry.candidates(base)]
-    return adapter_placement(placement.snapshot(), base, versions, placement.recent_loads, rotation)
+    """Where each ready version of `adapter` is on its base model's engines right now (not
+    live where this process places nothing), with its recent loads."""
+    if placement is None:
+        return adapter_placement(None, {}, versions, lambda _: [])
+    engines = placement.engines_for(adapter.base_model.name)
+    placed = placement.tiers_of(str(v.id) for v in versions)
+    return adapter_placement(engines, placed, versions, placement.recent_loads)

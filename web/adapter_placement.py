@@ -1,6 +1,7 @@
 """Where each version of one adapter is right now, from this process's live placement.
 
-A pure function of the placement snapshot (the operators' map) and the versions: the tier
+A pure function of what live placement knows of the versions and of the base model's
+engines (`LivePlacement.tiers_of`, `engines_for`: cheap enough to poll): the tier
 on every engine of the adapter's base model — `active` (a GPU slot), `loaded` (engine host
 memory), `disk` (the node's cache) or `cold` (object store only, also for a version the
 placement has never seen) — with the last few engine loads and how long each took.
@@ -8,13 +9,13 @@ placement has never seen) — with the last few engine loads and how long each t
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 from uuid import UUID
 
 from loraplex.control.adapters.schemas import VersionOut
 from loraplex.serving.live.load_times import LoadTime
+from loraplex.serving.live.view import VersionTiers
 from loraplex.serving.policy import Tier
 
 COLD = Tier.COLD.name.lower()
@@ -50,32 +51,26 @@ class AdapterPlacement:
 
 
 def adapter_placement(
-    snapshot: dict[str, Any] | None,
-    base_model: str,
+    engines: Mapping[str, str] | None,
+    placed: Mapping[str, VersionTiers],
     versions: Sequence[VersionOut],
     recent_loads: Callable[[UUID], list[LoadTime]],
-    in_rotation: Sequence[tuple[str, str]] = (),
 ) -> AdapterPlacement:
-    """The tiers of `versions` (ready ones) on `base_model`'s engines, from `snapshot`
-    (`LivePlacement.snapshot()`, None without live placement). `in_rotation` (id, name)
-    adds the engines that may serve the base model but hold nothing placed yet (the
-    snapshot lists a base model's engines from its first request on)."""
-    if snapshot is None:
+    """The tiers of `versions` (ready ones) on the base model's `engines` (id -> name; None
+    where this process places nothing), from `placed` (by version id; a version missing
+    from it is cold everywhere)."""
+    if engines is None:
         return AdapterPlacement(False, [], [])
-    engines = {
-        e["engine_id"]: e["name"] for e in snapshot["engines"] if e["base_model"] == base_model
-    }
-    engines.update(in_rotation)
     order = sorted(engines.items(), key=lambda item: item[1])
-    placed = {str(v["version_id"]): v for v in snapshot["versions"]}
     rows = []
     for version in versions:
         if version.status != "ready":
             continue
-        row = placed.get(str(version.id), {})
-        on = row.get("tiers", {})
+        where = placed.get(str(version.id))
+        on = where.tiers if where else {}
         tiers = [EngineTier(name, on.get(engine_id, COLD)) for engine_id, name in order]
         best = max((Tier[t.tier.upper()] for t in tiers), default=Tier.COLD).name.lower()
         loads = recent_loads(version.id)[:LOADS_SHOWN]
-        rows.append(VersionPlacement(version.number, tiers, best, bool(row.get("pinned")), loads))
+        pinned = bool(where and where.pinned)
+        rows.append(VersionPlacement(version.number, tiers, best, pinned, loads))
     return AdapterPlacement(True, [name for _, name in order], rows)

@@ -9,17 +9,21 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
+from urllib.parse import urlencode
 from uuid import UUID
 
 from sqlalchemy import func, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from loraplex.control.adapters.schemas import VersionOut
+from loraplex.control.adapters.versions import VersionService
 from loraplex.control.usage.schemas import GroupBy, UsageBucketOut
 from loraplex.control.usage.service import UsageService
 from loraplex.db.models import Adapter, AdapterAlias, AdapterVersion, BaseModel
 from loraplex.finetune.ids import JOB, public
 from loraplex.web import reads
 from loraplex.web.charts import BarChart, bar_chart
+from loraplex.web.paging import Paging
 
 PAGE_SIZE = 12  # adapter cards per index page
 USAGE_HOURS = 24  # the adapter page's charts
@@ -53,9 +57,11 @@ class AdapterIndex:
 
     items: list[AdapterSummary]
     q: str
-    page: int  # 1-based, within 1..pages
-    pages: int  # at least 1
-    total: int  # adapters matching `q`
+    paging: Paging
+
+    def link(self, page: int) -> str:
+        """The query string of another page of the same search."""
+        return urlencode({"q": self.q, "page": page} if self.q else {"page": page})
 
 
 async def adapter_index(
@@ -72,12 +78,9 @@ async def adapter_index(
             )
         )
     total = int(await session.scalar(select(func.count()).select_from(query.subquery())) or 0)
-    pages = max(1, -(-total // PAGE_SIZE))
-    page = min(max(page, 1), pages)
+    paging = Paging.of(page, PAGE_SIZE, total)
     adapters = (
-        await session.scalars(
-            query.order_by(Adapter.name).offset((page - 1) * PAGE_SIZE).limit(PAGE_SIZE)
-        )
+        await session.scalars(query.order_by(Adapter.name).offset(paging.offset).limit(PAGE_SIZE))
     ).all()
     ids = [a.id for a in adapters]
     latest = await _latest_versions(session, ids)
@@ -91,7 +94,7 @@ async def adapter_index(
         )
         for a in adapters
     ]
-    return AdapterIndex(items, q, page, pages, total)
+    return AdapterIndex(items, q, paging)
 
 
 async def _latest_versions(
@@ -141,6 +144,16 @@ async def _alias_summaries(
             )
         )
     return out
+
+
+async def adapter_versions(session: AsyncSession, adapter: Adapter) -> list[VersionOut]:
+    """The adapter's versions, newest first (the placement fragment's rows; no aliases)."""
+    rows = await session.scalars(
+        select(AdapterVersion)
+        .where(AdapterVersion.adapter_id == adapter.id)
+        .order_by(AdapterVersion.number.desc())
+    )
+    return [VersionService.to_out(adapter, v) for v in rows.all()]
 
 
 async def card_context(session: AsyncSession, adapter: Adapter) -> dict[str, Any]:

@@ -23,15 +23,13 @@ from loraplex.control.tenants.service import TenantService
 from loraplex.db.models import TenantStatus
 from loraplex.errors import InvalidInput
 from loraplex.finetune.ids import JOB, public
-from loraplex.serving.live import LivePlacement
 from loraplex.web import admin_reads, reads
 from loraplex.web.forms import convert, number
+from loraplex.web.live import provide_live_placement
+from loraplex.web.paging import PageAsked, page_number
 from loraplex.web.replica import fmt_ms, replica_stats
 from loraplex.web.session import Viewer
 
-# The raw `?page=` of a listing, parsed by admin_reads.page_number (a 400 in the page when bad);
-# not named `page` because the app already has a dependency of that name (the API's paging).
-PageAsked = Annotated[str, QueryParameter(name="page")]
 RECENT_CHANGES = 10  # the dashboard's audit excerpt; the audit page has the rest
 
 
@@ -90,7 +88,7 @@ class AdminController(Controller):
         context: dict[str, Any] = {"q": q}
         try:
             context["listing"] = await admin_reads.tenant_list(
-                db_session, q, admin_reads.page_number(page_asked)
+                db_session, q, page_number(page_asked)
             )
         except InvalidInput as exc:
             return _refused("admin/tenants.html", context, exc)
@@ -221,8 +219,8 @@ async def _tenants(session: AsyncSession) -> dict[str, Any]:
 async def _placement(request: Request[Any, Any, Any], session: AsyncSession) -> dict[str, Any]:
     """This process's placement map (None where it places nothing), hottest versions first,
     each named by tenant, adapter and version where the database knows it."""
-    placement = request.app.state.get("placement")
-    if not isinstance(placement, LivePlacement):
+    placement = provide_live_placement(request)
+    if placement is None:
         return {"placement": None}
     snapshot = placement.snapshot()
     shown = snapshot["versions"][: admin_reads.PLACED_VERSIONS]

@@ -1,14 +1,14 @@
 """What the operator's views read: tenants searched and paged, the audit log filtered and
 paged, the dashboard's tenant summary, and the placement map with names a person knows.
 
-Filters arrive as the raw strings of a GET form; `page_number` and `audit_filter` turn them
-into values or an `InvalidInput` (a 400 shown in the page) naming the field, never a 500.
+Filters arrive as the raw strings of a GET form; `audit_filter` (and paging.page_number)
+turn them into values or an `InvalidInput` (a 400 shown in the page) naming the field,
+never a 500. A page past the last shows the last.
 """
 
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
@@ -20,6 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from loraplex.db.models import Adapter, AdapterVersion, AuditEntry, Tenant
 from loraplex.errors import InvalidInput
+from loraplex.web.paging import Paging, page_number
 
 TENANTS_PER_PAGE = 25
 AUDIT_PER_PAGE = 50
@@ -28,56 +29,11 @@ MAX_FILTER_CHARS = 200  # longer than any slug, email or action the filters matc
 PLACED_VERSIONS = 50  # the dashboard's placement map shows the hottest this many
 
 
-@dataclass(frozen=True)
-class Paging:
-    """Which page of a listing is shown, of how many."""
-
-    page: int  # from 1
-    per_page: int
-    total: int  # rows matching, on every page
-
-    @property
-    def pages(self) -> int:
-        """How many pages the matching rows fill (an empty listing is one empty page)."""
-        return max(1, math.ceil(self.total / self.per_page))
-
-    @property
-    def offset(self) -> int:
-        """Rows before this page."""
-        return (self.page - 1) * self.per_page
-
-    @property
-    def has_previous(self) -> bool:
-        """Whether a page comes before this one."""
-        return self.page > 1
-
-    @property
-    def has_next(self) -> bool:
-        """Whether a page comes after this one."""
-        return self.page < self.pages
-
-
-def page_number(raw: str) -> int:
-    """A page number from the query string (empty: the first); 400 unless a whole number ≥ 1."""
-    raw = raw.strip()
-    if not raw:
-        return 1
-    if not raw.isdigit() or int(raw) < 1:
-        raise InvalidInput(f"page must be a whole number from 1, not '{raw[:20]}'", param="page")
-    return int(raw)
-
-
 def _text(raw: str, field: str) -> str:
     value = raw.strip()
     if len(value) > MAX_FILTER_CHARS:
         raise InvalidInput(f"{field} is longer than {MAX_FILTER_CHARS} characters", param=field)
     return value
-
-
-def _like(fragment: str) -> str:
-    """A case-insensitive LIKE pattern matching `fragment` anywhere, its wildcards literal."""
-    escaped = fragment.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-    return f"%{escaped}%"
 
 
 async def _count(session: AsyncSession, query: Select[Any]) -> int:
@@ -105,11 +61,12 @@ async def tenant_list(
     q = _text(q, "q")
     query = select(Tenant.id)
     if q:
-        pattern = _like(q)
         query = query.where(
-            or_(Tenant.name.ilike(pattern, escape="\\"), Tenant.slug.ilike(pattern, escape="\\"))
+            or_(
+                Tenant.name.icontains(q, autoescape=True), Tenant.slug.icontains(q, autoescape=True)
+            )
         )
-    paging = Paging(page, per_page, await _count(session, query))
+    paging = Paging.of(page, per_page, await _count(session, query))
     rows: ScalarResult[Tenant] = await session.scalars(
         select(Tenant)
         .where(Tenant.id.in_(query.scalar_subquery()))
@@ -231,9 +188,8 @@ async def audit_log(
 ) -> AuditLog:
     """The entries `wanted` matches, one page of them, newest first."""
     where = and_(true(), *await _audit_conditions(session, wanted))
-    paging = Paging(
-        wanted.page, per_page, await _count(session, select(AuditEntry.id).where(where))
-    )
+    total = await _count(session, select(AuditEntry.id).where(where))
+    paging = Paging.of(wanted.page, per_page, total)
     rows: Result[AuditEntry, str | None] = await session.execute(
         select(AuditEntry, Tenant.slug)
         .outerjoin(Tenant, Tenant.id == AuditEntry.tenant_id)
@@ -252,7 +208,7 @@ async def _audit_conditions(
     if wanted.tenant:
         conditions.append(AuditEntry.tenant_id == await _tenant_id(session, wanted.tenant))
     if wanted.actor:
-        conditions.append(AuditEntry.actor.ilike(_like(wanted.actor), escape="\\"))
+        conditions.append(AuditEntry.actor.icontains(wanted.actor, autoescape=True))
     if wanted.action:  # "tenant" matches tenant.create, tenant.update, ...
         conditions.append(
             or_(
@@ -262,7 +218,7 @@ async def _audit_conditions(
         )
     if wanted.since:
         conditions.append(AuditEntry.created_at >= datetime.combine(wanted.since, time(), UTC))
-    if wanted.until:
+    if wanted.until and wanted.until < date.max:  # to the last day there is: no upper bound
         end = datetime.combine(wanted.until + timedelta(days=1), time(), UTC)
         conditions.append(AuditEntry.created_at < end)
     return conditions

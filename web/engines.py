@@ -20,9 +20,9 @@ from loraplex.control.engines.controller import provide_registry
 from loraplex.control.engines.schemas import EngineCreate
 from loraplex.control.engines.service import EngineService
 from loraplex.db.models import EngineKind
-from loraplex.serving.live import LivePlacement
 from loraplex.web import admin_reads, reads
 from loraplex.web.forms import convert, number
+from loraplex.web.live import provide_live_placement
 from loraplex.web.session import Viewer
 
 FIELDS = ("name", "url", "kind", "base_model", "agent_url")
@@ -96,8 +96,8 @@ async def _engines(
 ) -> Template:
     """Every engine with this process's view of it: health, slots used, queues, in flight."""
     engines = await EngineService(session=session).list_engines(provide_registry(request))
-    placement = request.app.state.get("placement")
-    snapshot = placement.snapshot() if isinstance(placement, LivePlacement) else None
+    placement = provide_live_placement(request)
+    snapshot = placement.snapshot() if placement is not None else None
     context = {
         "engines": engines,
         "slots": admin_reads.engine_slots(snapshot),

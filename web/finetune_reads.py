@@ -27,6 +27,7 @@ from loraplex.db.models import (
 )
 from loraplex.finetune.ids import FILE, JOB, public
 from loraplex.finetune.jobs import ACTIVE, JobService
+from loraplex.finetune.schemas import CHECKPOINT_EVERY
 from loraplex.web.charts import LineChart, line_chart
 from loraplex.workers.training import AUTO
 
@@ -146,6 +147,11 @@ class JobPage:
     def active(self) -> bool:
         """Still validating, queued or running: the page keeps polling."""
         return self.job.status in ACTIVE
+
+    @property
+    def checkpoint_every(self) -> int:
+        """Steps between the training states the worker saves (its default unless set)."""
+        return int((self.job.hyperparameters or {}).get("checkpoint_every") or CHECKPOINT_EVERY)
 
     @property
     def step(self) -> int:

@@ -30,6 +30,8 @@ from loraplex.web.console import provide_tenant_id
 from loraplex.web.forms import convert, decimal, number
 from loraplex.web.session import Viewer
 
+DEFAULT_ALIAS = "prod"  # what "Point alias" moves when its field is left empty
+
 
 class FineTuneController(Controller):
     """`/console/fine-tunes`: upload a training file, start a job, watch it train."""
@@ -152,7 +154,7 @@ class FineTuneController(Controller):
     ) -> Template:
         """Point an alias (`prod` unless named) of the job's adapter at the version it made,
         through the same service as the adapter page's promote; answers the result card."""
-        alias = str(form.get("alias", "")).strip()
+        alias = str(form.get("alias", "")).strip() or DEFAULT_ALIAS
         await _point_at_result(db_session, tenant_id, job_id, alias, editor.actor)
         context = {
             "v": await finetune_reads.job_page(db_session, tenant_id, job_id),

@@ -10,6 +10,8 @@ from litestar.datastructures import FormMultiDict
 
 from loraplex.errors import InvalidInput
 
+MAX_DIGITS = 18  # a form's whole numbers fit a 64-bit column; int() refuses 4,300 digits
+
 
 async def provide_form(request: Request[Any, Any, Any]) -> FormMultiDict:
     """Dependency `form`: the posted form, every value of a repeated field kept."""
@@ -17,12 +19,17 @@ async def provide_form(request: Request[Any, Any, Any]) -> FormMultiDict:
 
 
 def number(form: FormMultiDict, field: str) -> int | None:
-    """A whole number from a form field; None when empty, 400 when not a number."""
+    """A whole number from a form field; None when empty, 400 when not a number or too big.
+
+    Only ASCII digits count: "²".isdigit() is true but int() refuses it.
+    """
     raw = str(form.get(field, "")).strip()
     if not raw:
         return None
-    if not raw.isdigit():
+    if not (raw.isascii() and raw.isdigit()):
         raise InvalidInput(f"{field} must be a whole number, not '{raw[:20]}'", param=field)
+    if len(raw) > MAX_DIGITS:
+        raise InvalidInput(f"{field} is too large", param=field)
     return int(raw)
 
 

@@ -18,6 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from loraplex.api.deps import open_object_store
 from loraplex.db.models import BaseModel, DatasetFile, FineTuneCheckpoint, FineTuneJob, JobStatus
 from loraplex.finetune.jobs import add_event, set_status
+from loraplex.finetune.schemas import CHECKPOINT_EVERY
 from loraplex.gateway.usage import SqlUsageWriter, UsageRecorder
 from loraplex.settings import Settings
 from loraplex.workers.finish import register_result
@@ -96,7 +97,7 @@ class TrainingRun:
             load_in_4bit=hyper.get("load_in_4bit", True),
             seed=job.seed,
             checkpoint_dir=tmp / "checkpoints",
-            checkpoint_every=int(hyper.get("checkpoint_every", 20)),
+            checkpoint_every=int(hyper.get("checkpoint_every", CHECKPOINT_EVERY)),
             **(
                 {"target_modules": tuple(hyper["target_modules"])}
                 if hyper.get("target_modules")

@@ -12,6 +12,9 @@ from loraplex.finetune.ids import CHECKPOINT, EVENT, FILE, JOB, public
 LoraTarget = Literal["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 
 
+CHECKPOINT_EVERY = 20  # steps between saved training states: a lost worker redoes at most this
+
+
 class Hyperparameters(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     """OpenAI's hyperparameters plus Loraplex's LoRA settings."""
 
@@ -26,7 +29,7 @@ class Hyperparameters(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     target_modules: list[LoraTarget] | None = None
     load_in_4bit: bool = True
     beta: Annotated[float, msgspec.Meta(gt=0)] | Literal["auto"] = "auto"  # DPO
-    checkpoint_every: Annotated[int, msgspec.Meta(ge=1)] = 20  # steps a lost worker may redo
+    checkpoint_every: Annotated[int, msgspec.Meta(ge=1)] = CHECKPOINT_EVERY
 
 
 class Method(msgspec.Struct, kw_only=True):

@@ -1,7 +1,8 @@
 // The playground: a multi-turn chat with one model, or (compare mode) the same user turns
 // sent to two models at once, each column keeping its own history. Every turn is an OpenAI
 // chat request carrying the whole conversation, streamed from /console/playground/chat,
-// which runs it as /v1/chat/completions does (quotas, admission, usage).
+// which runs it as /v1/chat/completions does (quotas, admission, usage). Stop ends the
+// replies in flight: what came so far stays on screen, marked stopped, out of the history.
 "use strict";
 
 (() => {
@@ -11,6 +12,7 @@
   const message = form.elements.message;
   const compareToggle = form.elements.compare_on;
   const sendButton = form.querySelector("[data-send]");
+  const stopButton = form.querySelector("[data-stop]");
   const columns = ["a", "b"].map((key) => {
     const element = form.querySelector(`[data-column="${key}"]`);
     return {
@@ -23,6 +25,7 @@
     };
   });
   let chat = { id: 0, aborter: new AbortController(), busy: false };
+  const DONE = Symbol("[DONE]"); // what sseChunks yields for the stream's last event
 
   const activeColumns = () => (compareToggle.checked ? columns : columns.slice(0, 1));
 
@@ -81,6 +84,7 @@
   function setBusy(busy) {
     chat.busy = busy;
     sendButton.disabled = busy;
+    stopButton.disabled = !busy;
     conversation.setAttribute("aria-busy", String(busy)); // screen readers read the finished turn
   }
 
@@ -92,6 +96,7 @@
     const settings = sampling();
     const system = systemMessages();
     message.value = "";
+    current.aborter = new AbortController(); // Stop aborts this turn's replies only
     setBusy(true);
     await Promise.all(activeColumns().map((column) => ask(column, text, system, settings, current)));
     if (current === chat) {
@@ -124,10 +129,10 @@
       column.history.push({ role: "assistant", content: outcome.text });
       bubble.dataset.done = "true";
     } else {
-      // A failed turn is shown but not sent again: the next turn continues without it.
+      // A failed or stopped turn is shown but not sent again: the next continues without it.
       column.history.pop();
-      asked.item.classList.add("failed");
-      bubble.dataset.done = "error";
+      asked.item.classList.add(outcome.stopped ? "stopped" : "failed");
+      bubble.dataset.done = outcome.stopped ? "stopped" : "error";
     }
   }
 
@@ -144,7 +149,8 @@
         signal,
       });
     } catch (error) {
-      return failed(bubble, signal.aborted ? "stopped" : `the request failed: ${error.message}`);
+      if (signal.aborted) return stopped(bubble);
+      return failed(bubble, `the request failed: ${error.message}`);
     }
     if (response.headers.get("hx-redirect")) {
       location.assign(response.headers.get("hx-redirect")); // signed out: to the sign-in page
@@ -154,8 +160,13 @@
     const timing = { started, firstToken: null, lastToken: null };
     let text = "";
     let error = null;
+    let finished = false; // the server said [DONE]: the reply is whole
     try {
       for await (const chunk of sseChunks(response)) {
+        if (chunk === DONE) {
+          finished = true;
+          continue;
+        }
         if (chunk.error) {
           error = `stopped: ${chunk.error.code ?? "error"}: ${chunk.error.message}`;
           continue;
@@ -170,13 +181,17 @@
         if (chunk.usage) showUsage(bubble, stats, chunk.usage, timing);
       }
     } catch (caught) {
-      error = signal.aborted ? "stopped" : `the stream broke off: ${caught.message}`;
+      if (signal.aborted) return stopped(bubble, stats);
+      error ??= `the stream broke off: ${caught.message}`;
     }
+    // A stream that closes without [DONE] or an error event lost its end (a proxy, a crash).
+    if (!error && !finished) error = "the stream ended early";
     if (error) return failed(bubble, error, stats);
     return { ok: true, text };
   }
 
-  /** The SSE stream's JSON chunks, one at a time (heartbeat comments and [DONE] skipped). */
+  /** The SSE stream's JSON chunks, one at a time, then DONE if the server sent [DONE]
+   * (heartbeat comments skipped). */
   async function* sseChunks(response) {
     const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
     let pending = "";
@@ -192,7 +207,8 @@
           .filter((line) => line.startsWith("data:"))
           .map((line) => line.slice(5).trimStart())
           .join("\n");
-        if (data && data !== "[DONE]") yield JSON.parse(data);
+        if (data === "[DONE]") yield DONE;
+        else if (data) yield JSON.parse(data);
       }
     }
   }
@@ -226,7 +242,16 @@
     note.textContent = text;
     (stats ?? bubble).after(note);
     bubble.classList.add("has-error");
-    return { ok: false };
+    return { ok: false, stopped: false };
+  }
+
+  /** A reply ended by Stop: what came so far stays, with a note saying so. */
+  function stopped(bubble, stats = null) {
+    const note = document.createElement("p");
+    note.className = "reply-stopped";
+    note.textContent = "stopped";
+    (stats ?? bubble).after(note);
+    return { ok: false, stopped: true };
   }
 
   form.addEventListener("submit", (event) => {
@@ -238,6 +263,10 @@
       event.preventDefault();
       form.requestSubmit();
     }
+  });
+  stopButton.addEventListener("click", () => {
+    chat.aborter.abort();
+    message.focus();
   });
   form.querySelector("[data-new-chat]").addEventListener("click", () => {
     newChat();

@@ -22,7 +22,7 @@ import contextlib
 import itertools
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 from uuid import UUID
@@ -37,7 +37,7 @@ from loraplex.serving.live.ops import OpsRouter
 from loraplex.serving.live.pins import PinChanges, Pins
 from loraplex.serving.live.pool import Pool, Ticket
 from loraplex.serving.live.runner import ActionRunner
-from loraplex.serving.live.view import snapshot
+from loraplex.serving.live.view import VersionTiers, snapshot, tiers_of
 from loraplex.serving.loader import engine_adapter_name, version_id_of
 from loraplex.serving.policy import (
     Deferred,
@@ -407,6 +407,18 @@ class LivePlacement:
     def recent_loads(self, version_id: UUID) -> list[LoadTime]:
         """The version's last few engine loads in this process, newest first (the console)."""
         return self.runner.load_times.of(str(version_id))
+
+    def engines_for(self, base_model: str) -> dict[str, str]:
+        """Engine id -> name of every engine serving `base_model`: those in rotation now and
+        those its pool still holds (the console lists them even before they place anything)."""
+        pool = self.pools.get(base_model)
+        engines = {node_id: n.handle.name for node_id, n in pool.nodes.items()} if pool else {}
+        engines.update((h.id, h.name) for h in self.registry.candidates(base_model))
+        return engines
+
+    def tiers_of(self, version_ids: Iterable[str]) -> dict[str, VersionTiers]:
+        """Where each of `version_ids` is now (those placed at all): cheap enough to poll."""
+        return tiers_of(self, version_ids)
 
     def snapshot(self) -> dict[str, Any]:
         """The placement map for the operator API (see control/engines/placement.py)."""

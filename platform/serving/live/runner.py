@@ -103,10 +103,10 @@ class ActionRunner:
             if pool.epoch(node_id) == epoch:
                 self._failed(pool, node_id, action, exc)
             return
+        if pool.epoch(node_id) != epoch:
+            return  # a load into an engine incarnation that has since left: not its time
         if came_from is not None:
             self._timed(action.version_id, handle.name, came_from, started)
-        if pool.epoch(node_id) != epoch:
-            return
         self._unloaded.get(node_id, {}).pop(action.version_id, None)
         now = self.placement.clock()
         after = pool.core.load_finished(node_id, action.version_id, action.tier, now)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from loraplex.serving.policy import Tier
@@ -9,6 +11,29 @@ from loraplex.serving.policy import Tier
 if TYPE_CHECKING:
     from loraplex.serving.live.placement import LivePlacement
     from loraplex.serving.live.pool import Pool
+
+
+@dataclass(frozen=True)
+class VersionTiers:
+    """Where one version is now: its tier on each engine holding any of it, and its pin."""
+
+    tiers: dict[str, str]  # engine id -> active, loaded or disk (engines without it left out)
+    pinned: bool
+
+
+def tiers_of(placement: LivePlacement, version_ids: Iterable[str]) -> dict[str, VersionTiers]:
+    """The tiers of just `version_ids` (those this process has placed), without building the
+    whole map: its cost grows with the versions asked for, not with every tenant's."""
+    wanted = set(version_ids)
+    found: dict[str, VersionTiers] = {}
+    for pool in placement.pools.values():
+        cluster = pool.core.cluster
+        for version_id in wanted & cluster.versions.keys():
+            tiers = {
+                n.node_id: n.tier_of(version_id).name.lower() for n in cluster.holders(version_id)
+            }
+            found[version_id] = VersionTiers(tiers, version_id in cluster.pinned)
+    return found
 
 
 def snapshot(placement: LivePlacement) -> dict[str, Any]:

@@ -138,6 +138,19 @@ async def test_the_adapter_index_is_paged(
     assert refused.status_code == 400
 
 
+@pytest.mark.parametrize("asked", ["²", "abc", "0", "99999999999999999999", "9" * 5000])
+async def test_a_page_number_that_is_odd_is_a_400_that_says_why_or_the_last_page(
+    browser_client, make_tenant, make_user, asked: str
+) -> None:
+    await sign_in(browser_client, (await make_user(await make_tenant())).email, PASSWORD)
+    response = await browser_client.get("/console/adapters", params={"page": asked})
+    if asked.startswith("9"):  # past the end: the last page
+        assert response.status_code == 200 and "data-total" in response.text
+    else:
+        assert response.status_code == 400
+        assert "page must be a whole number from 1" in response.text
+
+
 async def test_another_tenants_adapter_page_is_a_404(
     browser_client, make_tenant, make_user, operator: Api, tmp_path: Path
 ) -> None:
@@ -151,6 +164,36 @@ async def test_another_tenants_adapter_page_is_a_404(
 
     assert page.status_code == 404 and fragment.status_code == 404
     assert "data-version" not in page.text + fragment.text
+
+
+@needs_chromium
+async def test_the_canary_slider_says_no_canary_at_weight_0_or_without_a_version_in_chromium(
+    browser: Browser,
+    console_url: str,
+    make_tenant,
+    make_user,
+    operator: Api,
+    tmp_path: Path,
+) -> None:
+    tenant = await make_tenant()
+    adapter = await adapter_with_versions(operator, tenant, tmp_path, 2)
+    aliases = f"/api/v1/tenants/{tenant.id}/adapters/{adapter}/aliases"
+    assert (await tenant.api.put(f"{aliases}/prod", json={"version": 1})).status_code == 200
+    page = await browser.new_page()
+    await sign_in_page(page, console_url, (await make_user(tenant)).email)
+    await page.goto(f"{console_url}/console/adapters/{adapter}")
+    canary = page.locator("tr[data-canary-for=prod] form.canary")
+    split, slider = canary.locator("output"), canary.get_by_label("Canary weight")
+
+    await canary.get_by_label("Canary of prod").select_option("2")
+    await expect(split).to_have_text("prod v1 100% · no canary")  # weight still 0
+    await expect(slider).to_have_attribute("aria-valuetext", "no canary")
+    await slider.fill("30")
+    await expect(split).to_have_text("prod v1 70% · canary v2 30%")
+    await expect(slider).to_have_attribute("aria-valuetext", "30% to the canary")
+    await canary.get_by_label("Canary of prod").select_option("")
+    await expect(split).to_have_text("prod v1 100% · no canary")
+    await expect(slider).to_have_attribute("aria-valuetext", "no canary")
 
 
 # --- in Chromium, against the served platform (real SGLang engines) ----------------------
@@ -215,7 +258,7 @@ async def test_a_versions_tier_goes_from_cold_to_loaded_without_a_reload_in_chro
 
 
 @needs_chromium
-async def test_a_canary_weight_set_with_the_slider_is_saved_on_the_alias_in_chromium(
+async def test_a_canary_weight_set_with_the_slider_is_saved_and_compared_in_chromium(
     browser: Browser, served: Served, admin_email: str
 ) -> None:
     name = _fresh_copy(served)
@@ -244,3 +287,9 @@ async def test_a_canary_weight_set_with_the_slider_is_saved_on_the_alias_in_chro
     await expect(card.locator("tr[data-alias=prod] [data-canary]")).to_have_text("v2 at 20%")
     await expect(canary.get_by_label("Canary weight")).to_have_value("20")
     await screenshot_both(page, "adapter-page")
+
+    # "Compare canary with prod" opens the playground with both versions side by side.
+    await card.locator("tr[data-canary-for=prod] a[data-compare]").click()
+    await expect(page.get_by_label("Compare with a second model")).to_be_checked()
+    await expect(page.get_by_label("Model", exact=True)).to_have_value(f"{name}@v1")
+    await expect(page.get_by_label("Second model", exact=True)).to_have_value(f"{name}@v2")

@@ -130,6 +130,35 @@ async def test_a_filter_that_cannot_be_read_is_a_400_explained_in_the_page(
     assert message in response.text and 'role="alert"' in response.text
 
 
+@pytest.mark.parametrize(
+    ("path", "params"),
+    [
+        ("/admin/tenants", {"page": "²"}),  # "²".isdigit() is true, yet no number
+        ("/admin/tenants", {"page": "99999999999999999999"}),  # past any OFFSET a database takes
+        ("/admin/tenants", {"page": "9" * 5000}),  # longer than int() reads
+        ("/admin/audit", {"page": "99999999999999999999"}),
+        ("/admin/audit", {"to": "9999-12-31"}),  # the last day there is: no day after it
+        ("/admin/audit", {"from": "9999-12-31", "to": "9999-12-31"}),
+    ],
+)
+async def test_odd_paging_and_dates_are_answered_never_a_500(
+    as_operator, path: str, params: dict[str, str]
+) -> None:
+    response = await as_operator.get(path, params=params)
+    assert response.status_code in (200, 400), response.text
+    if response.status_code == 400:
+        assert 'role="alert"' in response.text and "page must be a whole number" in response.text
+
+
+async def test_a_page_past_the_end_shows_the_last_page(as_operator, operator: Api) -> None:
+    word = secrets.token_hex(4)
+    tenant = await _tenant(operator, f"Last page {word}")
+    page = await as_operator.get(
+        "/admin/tenants", params={"q": word, "page": "99999999999999999999"}
+    )
+    assert page.status_code == 200 and _attr(page.text, "data-tenant") == [tenant["slug"]]
+
+
 async def test_the_dashboards_live_sections_poll_fragments_that_show_new_tenants(
     as_operator, operator: Api
 ) -> None:

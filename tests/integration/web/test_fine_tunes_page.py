@@ -319,3 +319,54 @@ async def test_a_bad_alias_name_on_the_job_page_is_a_400_that_says_why(
 
     assert refused.status_code == 400 and "must start with a-z" in refused.text
     assert refused.headers["hx-retarget"] == "#flash"  # shown on the page, not as a new page
+
+
+async def test_point_alias_with_the_name_left_empty_points_prod(
+    browser_client, make_tenant, make_user, operator: Api, settings, tmp_path: Path
+) -> None:
+    tenant = await _signed_in(browser_client, make_tenant, make_user)
+    adapter = await adapter_with_versions(operator, tenant, tmp_path, 1)
+    job_id = await _job_row(
+        settings,
+        operator,
+        tenant.id,
+        suffix=adapter,
+        status=JobStatus.SUCCEEDED,
+        fine_tuned_model=f"{adapter}@v1",
+        adapter_version_id=await _version_id(settings, adapter, 1),
+    )
+
+    pointed = await browser_client.post(
+        f"/console/fine-tunes/{job_id}/alias", data={"alias": " "}, headers=htmx(browser_client)
+    )
+
+    assert pointed.status_code == 200, pointed.text
+    assert f"<code>{adapter}@prod</code> now points at v1" in pointed.text
+    prod = await tenant.api.get(f"/api/v1/tenants/{tenant.id}/adapters/{adapter}/aliases/prod")
+    assert prod.json()["version"] == 1
+
+
+async def test_a_tenant_member_may_not_point_an_alias_from_the_job_page(
+    browser_client, make_tenant, make_user, operator: Api, settings, tmp_path: Path
+) -> None:
+    tenant = await make_tenant()
+    adapter = await adapter_with_versions(operator, tenant, tmp_path, 1)
+    member = await make_user(tenant, role="tenant_member")
+    await sign_in(browser_client, member.email, PASSWORD)
+    job_id = await _job_row(
+        settings,
+        operator,
+        tenant.id,
+        suffix=adapter,
+        status=JobStatus.SUCCEEDED,
+        fine_tuned_model=f"{adapter}@v1",
+        adapter_version_id=await _version_id(settings, adapter, 1),
+    )
+
+    refused = await browser_client.post(
+        f"/console/fine-tunes/{job_id}/alias", data={"alias": "prod"}, headers=htmx(browser_client)
+    )
+
+    assert refused.status_code == 403
+    aliases = await tenant.api.get(f"/api/v1/tenants/{tenant.id}/adapters/{adapter}/aliases")
+    assert "prod" not in aliases.text

@@ -189,6 +189,27 @@ async def test_the_placement_map_shows_tiers_slots_and_heat(cluster: Cluster) ->
     assert entry["tiers"][engine.id] in {"loaded", "active"} and entry["heat"] > 0
 
 
+async def test_tiers_of_answers_only_for_the_versions_asked_that_are_placed(
+    cluster: Cluster,
+) -> None:
+    engine = cluster.engine(host_slots=2)
+    served, other, never = cluster.version(), cluster.version(), cluster.version()
+    await cluster.serve(served)
+    await cluster.serve(other)
+    placed = cluster.placement.tiers_of([str(served.version_id), str(never.version_id)])
+    assert list(placed) == [str(served.version_id)]  # not `other`, not the unplaced one
+    assert placed[str(served.version_id)].tiers[engine.id] in {"loaded", "active"}
+    assert not placed[str(served.version_id)].pinned
+
+
+async def test_engines_for_a_base_model_include_those_in_rotation_before_any_request(
+    cluster: Cluster,
+) -> None:
+    first, second = cluster.engine("e1"), cluster.engine("e2")
+    assert cluster.placement.engines_for(BASE) == {first.id: "e1", second.id: "e2"}
+    assert cluster.placement.engines_for("another-base") == {}
+
+
 async def test_no_engine_for_the_rank_means_no_seat(cluster: Cluster) -> None:
     cluster.engine()
     assert await cluster.placement.acquire(BASE, cluster.version(rank=128).version_id) is None
