@@ -24,6 +24,7 @@ from loraplex.db.models import TenantStatus
 from loraplex.errors import InvalidInput
 from loraplex.finetune.ids import JOB, public
 from loraplex.web import admin_reads, reads
+from loraplex.web.audit import audit_page
 from loraplex.web.forms import convert, number
 from loraplex.web.live import provide_live_placement
 from loraplex.web.paging import PageAsked, page_number
@@ -109,18 +110,7 @@ class AdminController(Controller):
         """The audit log filtered by tenant, actor, action and UTC dates, paged, newest first;
         a filter that cannot be read is a 400 in the page, the form kept as typed."""
         typed = {"tenant": tenant, "actor": actor, "action": action, "from": since, "to": until}
-        context: dict[str, Any] = {
-            "typed": typed,
-            "actions": await admin_reads.audit_actions(db_session),
-        }
-        try:
-            wanted = admin_reads.audit_filter(
-                tenant=tenant, actor=actor, action=action, since=since, until=until, page=page_asked
-            )
-            context["log"] = await admin_reads.audit_log(db_session, wanted)
-        except InvalidInput as exc:
-            return _refused("admin/audit.html", context, exc)
-        return Template("admin/audit.html", context=context)
+        return await audit_page(db_session, "admin/audit.html", typed, page_asked)
 
     @get("/adapters", name="admin.adapters")
     async def adapters(self, operator: Viewer, db_session: AsyncSession) -> Template:

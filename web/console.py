@@ -7,12 +7,13 @@ audit entries — the actor is `user:<email>`).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 from uuid import UUID
 
 from litestar import Controller, Request, Response, get, post
 from litestar.datastructures import FormMultiDict
 from litestar.di import Provide
+from litestar.params import QueryParameter
 from litestar.response import Template
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -24,7 +25,9 @@ from loraplex.db.models import UserRole
 from loraplex.errors import Forbidden, InvalidInput
 from loraplex.gateway.controller import model_ids, run_inference
 from loraplex.web import reads
+from loraplex.web.audit import audit_page
 from loraplex.web.forms import convert
+from loraplex.web.paging import PageAsked
 from loraplex.web.session import Viewer
 
 TENANT_SCOPES = sorted(Scope.TENANT_SCOPES)
@@ -82,6 +85,22 @@ class ConsoleController(Controller):
             media_type="text/csv; charset=utf-8",
             headers={"content-disposition": f'attachment; filename="{filename}"'},
         )
+
+    @get("/audit", name="console.audit")
+    async def audit(
+        self,
+        tenant_id: UUID,
+        db_session: AsyncSession,
+        actor: str = "",
+        action: str = "",
+        since: Annotated[str, QueryParameter(name="from")] = "",
+        until: Annotated[str, QueryParameter(name="to")] = "",
+        page_asked: PageAsked = "",
+    ) -> Template:
+        """The tenant's own audit log (who changed what, when), filtered and paged as the
+        operators' is; `GET /api/v1/tenants/{id}/audit` has the same as JSON."""
+        typed = {"actor": actor, "action": action, "from": since, "to": until}
+        return await audit_page(db_session, "console/audit.html", typed, page_asked, tenant_id)
 
     @get("/keys", name="console.keys")
     async def keys_page(self, tenant_id: UUID, db_session: AsyncSession) -> Template:

@@ -28,8 +28,17 @@ CONSOLE = [
     "/console/adapters",
     "/console/fine-tunes/",
     "/console/playground",
+    "/console/audit",
     "/account/",
 ]
+POLLED = [  # the parts of pages that refresh themselves, asked for every 2-3 s per open tab
+    "/admin/live/figures",
+    "/admin/live/traffic",
+    "/admin/live/placement",
+    "/admin/live/tenants",
+    "/admin/engines/live",
+]
+HTMX = {"hx-request": "true"}  # what htmx sends with a poll
 ADMIN = [
     "/admin/",
     "/admin/tenants",
@@ -80,14 +89,19 @@ def bench_pages(url: str, data_dir: Path | None, rounds: int, out: Path) -> None
     operator = signed_in(url, kept.operator_email, kept.operator_password)
     console = CONSOLE + _linked(tenant, "/console/adapters", r'href="(/console/adapters/[\w.-]+)"')
     console += _linked(tenant, "/console/fine-tunes/", r'href="(/console/fine-tunes/ftjob-\w+)"')
+    console += [
+        f"{page}/placement" for page in console if page.count("/") == 3 and "adapters/" in page
+    ]
     admin = ADMIN + _linked(operator, "/admin/tenants", r'href="(/admin/tenants/[0-9a-f-]{36})"')
+    admin += POLLED
     plan = [(None, "/healthz")] + [(tenant, p) for p in console] + [(operator, p) for p in admin]
     times: dict[str, list[float]] = {path: [] for _, path in plan}
     bare = httpx.Client(base_url=url, timeout=30)
     for _ in range(rounds):
         for client, path in plan:
             started = time.perf_counter()
-            answer = (client or bare).get(path)
+            polled = path.endswith(("/placement", "/live")) or "/live/" in path
+            answer = (client or bare).get(path, headers=HTMX if polled else None)
             times[path].append((time.perf_counter() - started) * 1000)
             if answer.status_code != 200:
                 raise click.ClickException(f"{path} answered {answer.status_code}")

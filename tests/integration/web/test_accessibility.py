@@ -116,6 +116,7 @@ async def test_every_console_and_admin_page_has_no_serious_accessibility_violati
         "/console/fine-tunes/",
         f"/console/fine-tunes/{job}",
         "/console/playground",
+        "/console/audit",
         "/account/",
     ]
     failures |= await _walk(page, console_url, console)
