@@ -24,6 +24,7 @@ from loraplex.control.bootstrap import create_operator
 from loraplex.db import migrate
 from loraplex.db.config import sqlalchemy_config
 from loraplex.settings import Settings
+from tests.support.hygiene import check_error_body
 from tests.support.s3_server import ACCESS_KEY, REGION, SECRET_KEY, S3Server
 
 PG_SERVER = os.environ.get("LORAPLEX_TEST_PG", "postgresql://postgres@127.0.0.1:5432")
@@ -104,8 +105,10 @@ async def app(settings: Settings) -> Litestar:
 
 @pytest.fixture(scope="session")
 async def client(app: Litestar) -> AsyncIterator[AsyncTestClient[Litestar]]:
-    """An HTTP client speaking to the app in-process (lifespan included)."""
+    """An HTTP client speaking to the app in-process (lifespan included). Every error it
+    receives is checked for internal detail (tests/support/hygiene.py)."""
     async with AsyncTestClient(app=app) as test_client:
+        test_client.event_hooks = {"request": [], "response": [check_error_body]}
         yield test_client
 
 
