@@ -11,12 +11,12 @@ from litestar import Litestar, Router
 from litestar.di import Provide
 from litestar.logging.config import LoggingConfig
 from litestar.middleware.base import DefineMiddleware
-from litestar.openapi.config import OpenAPIConfig
 from litestar.openapi.plugins import ScalarRenderPlugin
 from litestar.plugins.prometheus import PrometheusConfig, PrometheusController
 
 from loraplex import runtime
 from loraplex.api.deps import provide_principal, provide_settings, provide_store
+from loraplex.api.openapi import LoraplexOpenAPIConfig
 from loraplex.api.paging import provide_page
 from loraplex.auth.access import PUBLIC, check_access
 from loraplex.auth.middleware import BearerKeyMiddleware
@@ -113,12 +113,15 @@ def create_app(settings: Settings | None = None) -> Litestar:
         exception_handlers=exception_handlers(),
         template_config=template_config(),
         lifespan=[lifespan],
-        openapi_config=OpenAPIConfig(
+        openapi_config=LoraplexOpenAPIConfig(
             title="Loraplex",
             version="0.1.0",
             path="/schema",
             render_plugins=[ScalarRenderPlugin()],
-            openapi_router=Router("/schema", route_handlers=[], opt=PUBLIC),
+            # The document describes the API, not the pages that render the document.
+            openapi_router=Router(
+                "/schema", route_handlers=[], opt=PUBLIC, include_in_schema=False
+            ),
         ),
         request_max_body_size=settings.max_json_body_bytes,
         logging_config=LoggingConfig(

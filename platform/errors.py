@@ -13,6 +13,7 @@ from typing import Any
 from advanced_alchemy import exceptions as repo_errors
 from litestar import MediaType, Request, Response
 from litestar.exceptions import HTTPException, ValidationException
+from sqlalchemy.exc import DBAPIError
 
 from loraplex.adapters.errors import AdapterRejected, StoreError, StoreUnavailable
 
@@ -187,10 +188,66 @@ def _on_repository_error(
 ) -> Response[Any]:
     if isinstance(exc, repo_errors.NotFoundError):
         return _problem(request, 404, "not_found", "not found")
+    if _is_unstorable_text(exc):  # advanced-alchemy wraps it as an IntegrityError
+        return _problem(request, 400, "invalid_request", NUL_IN_TEXT)
     if isinstance(exc, repo_errors.IntegrityError | repo_errors.DuplicateKeyError):
         return _problem(request, 409, "conflict", "conflicts with an existing object")
     log.exception("repository error", exc_info=exc)
     return _problem(request, 500, "internal_error", "internal error")
+
+
+# PostgreSQL cannot hold or compare these in text (SQLSTATE 22021, 22P05): NUL above all.
+UNSTORABLE_TEXT = frozenset({"22021", "22P05"})
+NUL_IN_TEXT = "text must not contain the NUL character (\\u0000)"
+
+
+def _is_unstorable_text(exc: BaseException | None) -> bool:
+    """Whether PostgreSQL refused a text value, here or in what this error wraps."""
+    while exc is not None:
+        if isinstance(exc, DBAPIError) and getattr(exc.orig, "sqlstate", None) in UNSTORABLE_TEXT:
+            return True
+        exc = exc.__cause__
+    return False
+
+
+def _on_database_error(request: Request[Any, Any, Any], exc: DBAPIError) -> Response[Any]:
+    """Text PostgreSQL refuses is the client's to fix; a database that is down or restarting
+    is a 503 the client may retry; any other database error is ours."""
+    if _is_unstorable_text(exc):
+        return _problem(request, 400, "invalid_request", NUL_IN_TEXT)
+    if _is_database_down(exc):
+        return _on_dependency_down(request, exc)
+    return _on_unexpected(request, exc)
+
+
+# SQLSTATE class 08 (connection exception) and 57P01-57P03 (shutting down, cannot connect
+# now): what a request sees while PostgreSQL restarts (tests/system/test_postgres_restart.py).
+DATABASE_DOWN_STATES = ("08", "57P01", "57P02", "57P03")
+
+
+def _is_database_down(exc: DBAPIError) -> bool:
+    """Whether the database dropped, refused or is not yet taking connections."""
+    state = str(getattr(exc.orig, "sqlstate", "") or "")
+    return bool(exc.connection_invalidated) or state.startswith(DATABASE_DOWN_STATES)
+
+
+def _on_dependency_down(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
+    """A backing service refused or dropped the connection (asyncpg raises the socket's own
+    `ConnectionRefusedError` while PostgreSQL is down): 503, the cause only in the log."""
+    log.warning(
+        "a backing service is unreachable on %s %s: %s: %s",
+        request.method,
+        request.url.path,
+        type(exc).__name__,
+        exc,
+    )
+    return _problem(
+        request,
+        503,
+        "service_unavailable",
+        "a backing service is unavailable; retry shortly",
+        headers={"Retry-After": "5"},
+    )
 
 
 def _on_unexpected(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
@@ -204,16 +261,18 @@ def _on_adapter_rejected(request: Request[Any, Any, Any], exc: AdapterRejected) 
 
 
 def _on_store_error(request: Request[Any, Any, Any], exc: StoreError) -> Response[Any]:
+    # The store's own message names its endpoint and object keys: it goes to the log only.
     if isinstance(exc, StoreUnavailable):
+        log.warning("object store unavailable on %s %s: %s", request.method, request.url.path, exc)
         return _problem(
             request,
             503,
             "object_store_unavailable",
-            f"object store unavailable: {exc}",
+            "object store unavailable; retry shortly",
             headers={"Retry-After": "30"},
         )
-    log.error("object store error: %s", exc)
-    return _problem(request, 502, "object_store_error", str(exc))
+    log.error("object store error on %s %s: %s", request.method, request.url.path, exc)
+    return _problem(request, 502, "object_store_error", "object store error")
 
 
 def exception_handlers() -> dict[type[Exception], Any]:
@@ -224,5 +283,7 @@ def exception_handlers() -> dict[type[Exception], Any]:
         repo_errors.RepositoryError: _on_repository_error,
         AdapterRejected: _on_adapter_rejected,
         StoreError: _on_store_error,
+        DBAPIError: _on_database_error,
+        ConnectionError: _on_dependency_down,
         Exception: _on_unexpected,
     }

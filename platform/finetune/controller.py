@@ -17,6 +17,15 @@ from loraplex.errors import Forbidden, InvalidInput
 from loraplex.finetune.files import FileService
 from loraplex.finetune.ids import FILE, public
 from loraplex.finetune.jobs import JobService
+from loraplex.finetune.openapi import (
+    CREATE_FILE,
+    CREATE_JOB,
+    DELETE_FILE,
+    FILES,
+    JOBS,
+    ONE_FILE,
+    ONE_JOB,
+)
 from loraplex.finetune.schemas import (
     JobCreate,
     checkpoint_object,
@@ -45,7 +54,12 @@ class FineTuningController(Controller):
     tags = ["fine-tuning"]
 
     @post(
-        "/v1/files", operation_id="CreateFile", opt=FT, status_code=200, request_max_body_size=None
+        "/v1/files",
+        operation_id="CreateFile",
+        operation_class=CREATE_FILE,
+        opt=FT,
+        status_code=200,
+        request_max_body_size=None,
     )
     async def create_file(
         self,
@@ -71,7 +85,7 @@ class FineTuningController(Controller):
             )
         return file_object(row)
 
-    @get("/v1/files", operation_id="ListFiles", opt=FT)
+    @get("/v1/files", operation_id="ListFiles", operation_class=FILES, opt=FT)
     async def list_files(
         self, principal: Principal, db_session: AsyncSession, store: ObjectStore
     ) -> dict[str, Any]:
@@ -79,14 +93,20 @@ class FineTuningController(Controller):
         rows = await FileService(db_session, store).list(_tenant(principal))
         return {"object": "list", "data": [file_object(r) for r in rows], "has_more": False}
 
-    @get("/v1/files/{file_id:str}", operation_id="RetrieveFile", opt=FT)
+    @get("/v1/files/{file_id:str}", operation_id="RetrieveFile", operation_class=ONE_FILE, opt=FT)
     async def get_file(
         self, file_id: str, principal: Principal, db_session: AsyncSession, store: ObjectStore
     ) -> dict[str, Any]:
         """One file."""
         return file_object(await FileService(db_session, store).get(_tenant(principal), file_id))
 
-    @delete("/v1/files/{file_id:str}", operation_id="DeleteFile", opt=FT, status_code=200)
+    @delete(
+        "/v1/files/{file_id:str}",
+        operation_id="DeleteFile",
+        operation_class=DELETE_FILE,
+        opt=FT,
+        status_code=200,
+    )
     async def delete_file(
         self, file_id: str, principal: Principal, db_session: AsyncSession, store: ObjectStore
     ) -> dict[str, Any]:
@@ -96,7 +116,13 @@ class FineTuningController(Controller):
         )
         return {"id": public(FILE, row.id), "object": "file", "deleted": True}
 
-    @post("/v1/fine_tuning/jobs", operation_id="CreateFineTuningJob", opt=FT, status_code=200)
+    @post(
+        "/v1/fine_tuning/jobs",
+        operation_id="CreateFineTuningJob",
+        operation_class=CREATE_JOB,
+        opt=FT,
+        status_code=200,
+    )
     async def create_job(
         self, request: Request[Any, Any, Any], principal: Principal, db_session: AsyncSession
     ) -> dict[str, Any]:
@@ -111,7 +137,7 @@ class FineTuningController(Controller):
         request.app.state.job_queue.validate(job.id)
         return job_object(job, *await jobs.file_ids(job))
 
-    @get("/v1/fine_tuning/jobs", operation_id="ListFineTuningJobs", opt=FT)
+    @get("/v1/fine_tuning/jobs", operation_id="ListFineTuningJobs", operation_class=JOBS, opt=FT)
     async def list_jobs(
         self,
         principal: Principal,
@@ -125,7 +151,7 @@ class FineTuningController(Controller):
         data = [job_object(j, *await jobs.file_ids(j)) for j in rows[:limit]]
         return {"object": "list", "data": data, "has_more": len(rows) > limit}
 
-    @get(JOB, operation_id="RetrieveFineTuningJob", opt=FT)
+    @get(JOB, operation_id="RetrieveFineTuningJob", operation_class=ONE_JOB, opt=FT)
     async def get_job(
         self, job_id: str, principal: Principal, db_session: AsyncSession
     ) -> dict[str, Any]:
@@ -161,7 +187,13 @@ class FineTuningController(Controller):
             "has_more": len(rows) > limit,
         }
 
-    @post(JOB + "/cancel", operation_id="CancelFineTuningJob", opt=FT, status_code=200)
+    @post(
+        JOB + "/cancel",
+        operation_id="CancelFineTuningJob",
+        operation_class=ONE_JOB,
+        opt=FT,
+        status_code=200,
+    )
     async def cancel(
         self, job_id: str, principal: Principal, db_session: AsyncSession
     ) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from loraplex.auth.principal import Principal, Scope
 from loraplex.db.models import Adapter, AdapterAlias, AdapterVersion, BaseModel, VersionStatus
 from loraplex.errors import Forbidden, InvalidInput, NotFound
 from loraplex.gateway.gate import headers_of
+from loraplex.gateway.openapi import CHAT, COMPLETIONS
 from loraplex.gateway.schemas import Kind, decode_body
 from loraplex.gateway.service import Gateway
 
@@ -37,6 +38,7 @@ class InferenceController(Controller):
     @post(
         "/v1/chat/completions",
         operation_id="CreateChatCompletion",
+        operation_class=CHAT,
         opt=access.tenant(Scope.INFERENCE),
         status_code=200,  # OpenAI answers 200, not Litestar's POST default of 201
     )
@@ -47,6 +49,7 @@ class InferenceController(Controller):
     @post(
         "/v1/completions",
         operation_id="CreateCompletion",
+        operation_class=COMPLETIONS,
         opt=access.tenant(Scope.INFERENCE),
         status_code=200,
     )

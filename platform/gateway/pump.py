@@ -18,6 +18,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
+from loraplex.adapters.errors import StoreError, StoreUnavailable
 from loraplex.errors import LoraplexError
 from loraplex.gateway.buffer import StreamBuffer
 from loraplex.gateway.resolve import Target
@@ -100,6 +101,18 @@ async def pump(
         # Refused by placement (429 cold-load budget, 503 deferred): a stream ends with
         # this error event; a non-streamed request raises it as its HTTP status.
         buffer.fail(exc.code, exc.detail)
+        raise
+    except StoreError as exc:
+        # A cold load could not fetch the adapter's files: a stream ends with this error
+        # event; a non-streamed request raises it as its 503 (the store's words go to the log).
+        unavailable = isinstance(exc, StoreUnavailable)
+        code = "object_store_unavailable" if unavailable else "object_store_error"
+        log.warning("%s: a cold load could not read the object store: %s", job.completion_id, exc)
+        buffer.fail(
+            code,
+            f"the adapter's files are unavailable for now; retry shortly, or quote "
+            f"{job.completion_id} when asking the operator",
+        )
         raise
 
 

@@ -18,6 +18,7 @@ from loraplex.auth.principal import Principal, Scope
 from loraplex.errors import InvalidInput
 from loraplex.gateway.controller import SSE_HEADERS, tenant_of
 from loraplex.gateway.gate import headers_of
+from loraplex.gateway.openapi import RESPONSES
 from loraplex.gateway.responses_body import request_echo, response_body
 from loraplex.gateway.responses_events import ResponsesEncoder
 from loraplex.gateway.responses_schema import decode_request, in_responses_terms, to_chat
@@ -32,6 +33,7 @@ class ResponsesController(Controller):
     @post(
         "/v1/responses",
         operation_id="CreateResponse",
+        operation_class=RESPONSES,
         opt=access.tenant(Scope.INFERENCE),
         status_code=200,  # OpenAI answers 200, not Litestar's POST default of 201
     )

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 from collections.abc import AsyncIterator
 from typing import Any
@@ -32,6 +33,17 @@ PRESENCE_CHECK_S = 1.0
 
 def _key(completion_id: str) -> str:
     return f"lpx:sse:{completion_id}"
+
+
+def _lost(completion_id: str) -> bytes:
+    """The error event that ends a stream whose events can no longer be read (no `id:` line:
+    the client's Last-Event-ID stays that of the last event it got, ready for a resume)."""
+    message = (
+        "the stream's events are unavailable for now; resume it later with Last-Event-ID, "
+        f"or quote {completion_id} when asking the operator"
+    )
+    error = {"message": message, "type": "server_error", "param": None, "code": "stream_lost"}
+    return b"data: %s\n\n" % json.dumps({"error": error}).encode()
 
 
 class ResumableStreams:
@@ -91,6 +103,9 @@ class ResumableStreams:
         try:
             async for event in self._entries(key, completion_id, after):
                 yield event
+        except Exception as exc:  # Redis went away under the reader: end with an error event
+            log.warning("resumable stream %s lost its Redis: %s", completion_id, exc)
+            yield _lost(completion_id)
         finally:
             # This reader is gone (finished, or its client disconnected): the window for a
             # resume starts now, so it lasts `window_s` from the last read, not less.

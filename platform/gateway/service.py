@@ -49,6 +49,19 @@ class UpstreamFailed(LoraplexError):
     code = "engine_error"
 
 
+NO_ENGINE_RETRY_AFTER_S = 5  # an engine back in rotation shows up within a health interval
+
+
+class NoEngine(LoraplexError):
+    """No engine could serve the request (none healthy, or each one tried failed)."""
+
+    status_code = 503
+    code = "engine_unavailable"
+
+    def __init__(self, detail: str):
+        super().__init__(detail, headers={"Retry-After": str(NO_ENGINE_RETRY_AFTER_S)})
+
+
 @dataclass
 class Call:
     """A request ready to run: who, what, and the engine request without rid/adapter."""
@@ -236,6 +249,8 @@ class Gateway:
             code, message = taken.error
             if code == "engine_rejected":
                 raise InvalidInput(f"the engine refused the request: {message}")
+            if code == NoEngine.code:  # pump's words for "nothing could take it": retry
+                raise NoEngine(message)
             error = GatewayTimeout if code.endswith("timeout") else UpstreamFailed
             raise error(message)
         return job.completion_id, taken, buffer

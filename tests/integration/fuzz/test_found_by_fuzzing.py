@@ -1,0 +1,43 @@
+"""What the fuzzer found, each pinned: a clear 4xx (or a documented 503), never a 500."""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any
+
+from tests.conftest import Api
+from tests.integration.fuzz.fuzzing import BASE_MODEL
+
+USER = [{"role": "user", "content": "hi"}]
+
+
+async def test_a_nul_character_in_text_is_a_400_naming_it_not_a_500(make_tenant: Any) -> None:
+    """PostgreSQL cannot compare or store NUL in text; the client is told, not given a 500."""
+    tenant = await make_tenant()
+    response = await tenant.api.post(
+        "/v1/chat/completions", json={"model": "a\u0000b", "messages": USER}
+    )
+    assert response.status_code == 400, response.text
+    assert "NUL" in response.json()["error"]["message"]
+    response = await tenant.api.get(f"/api/v1/tenants/{tenant.id}/adapters/a%00b")
+    assert response.status_code == 400, response.text
+    assert "NUL" in response.json()["detail"]
+
+
+async def test_inference_no_engine_can_serve_is_a_503_with_retry_after(
+    operator: Api, make_tenant: Any
+) -> None:
+    """A base model with no engine in rotation: 503 engine_unavailable, not a 502."""
+    base = f"fuzz-base-{secrets.token_hex(3)}"
+    response = await operator.post("/api/v1/base-models", json={**BASE_MODEL, "name": base})
+    assert response.status_code == 201, response.text
+    tenant = await make_tenant()
+    for path, body in [
+        ("/v1/chat/completions", {"model": base, "messages": USER}),
+        ("/v1/completions", {"model": base, "prompt": "hi"}),
+        ("/v1/responses", {"model": base, "input": "hi"}),
+    ]:
+        response = await tenant.api.post(path, json=body)
+        assert response.status_code == 503, (path, response.text)
+        assert response.json()["error"]["code"] == "engine_unavailable"
+        assert response.headers["retry-after"].isdigit()

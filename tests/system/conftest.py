@@ -1,0 +1,153 @@
+"""The multi-host harness: one topology of namespaces for the whole folder.
+
+Skipped, with the reason, where namespaces cannot be made (not root, no iproute2, no
+permission). The topology is torn down at the end even after a failure: the fixture's
+`finally`, and the network's atexit guard if the session itself dies.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from loraplex.adapters.facts import facts_to_json, read_base_model_facts
+from tests.support.netns import leftovers, why_unavailable
+from tests.system import report
+from tests.system.cluster import (
+    API_HOSTS,
+    ENGINE_HOSTS,
+    FAKE_MODEL,
+    REPO,
+    Cluster,
+    build_cluster,
+    close_cluster,
+)
+from tests.system.drills import wait_until
+
+# api1 refuses when Redis is unreachable (the default), api2 admits without limits.
+API_MODES = {"api1": "closed", "api2": "open"}
+BASE = "loraplex-tiny-system"  # a base model no engine serves
+MODEL_DIR = REPO / "var" / "models" / "loraplex-tiny"
+
+
+@pytest.fixture(scope="session")
+def cluster() -> Iterator[Cluster]:
+    """Data host (PostgreSQL, Redis, S3), two API hosts and a client host, all running."""
+    reason = why_unavailable()
+    if reason:
+        pytest.skip(reason)
+    started = time.monotonic()
+    built = build_cluster(API_MODES)
+    print(f"\n[system] topology up in {time.monotonic() - started:.1f}s ({built.workdir})")
+    try:
+        yield built
+    finally:
+        close_cluster(built)
+        left = leftovers(built.network.prefix)
+        assert not left, f"the topology left these behind: {left}"
+        if report.table():
+            print(f"\n[system] drills\n{report.table()}")
+
+
+@dataclass(frozen=True)
+class Tenant:
+    """A tenant made on the cluster, with an admin + inference key."""
+
+    id: str
+    key: str
+
+    @property
+    def headers(self) -> dict[str, str]:
+        """Its bearer header."""
+        return {"Authorization": f"Bearer {self.key}"}
+
+
+def _ok(reply: dict[str, Any]) -> dict[str, Any]:
+    assert reply.get("status") in (200, 201), reply
+    return dict(json.loads(reply["text"]))
+
+
+def _operator(
+    cluster: Cluster, method: str, path: str, body: Any = None, host: str = "api1"
+) -> dict[str, Any]:
+    """An operator request to `host`'s API from the client host."""
+    assert cluster.client is not None
+    return cluster.client.request(
+        method,
+        cluster.api_url(host) + path,
+        headers={"Authorization": f"Bearer {cluster.operator_key}"},
+        json=body,
+    )
+
+
+def register_base(cluster: Cluster, name: str) -> None:
+    """Register the tiny model's facts (its tokenizer counts prompts) under `name`."""
+    facts = {**facts_to_json(read_base_model_facts(MODEL_DIR, name)), "source": str(MODEL_DIR)}
+    reply = _operator(cluster, "POST", "/api/v1/base-models", facts)
+    assert reply["status"] in (201, 409), reply
+
+
+def make_tenant(cluster: Cluster, overrides: dict[str, int] | None = None) -> Tenant:
+    """A new tenant with an admin + inference key, and quota `overrides` if given."""
+    slug = f"sys-{secrets.token_hex(3)}"
+    body = {"slug": slug, "name": slug, "plan": "pro"}
+    made = _ok(_operator(cluster, "POST", "/api/v1/tenants", body))
+    tenant = f"/api/v1/tenants/{made['id']}"
+    key_body = {"name": "sys", "scopes": ["admin", "inference"]}
+    key = _ok(_operator(cluster, "POST", f"{tenant}/api-keys", key_body))["key"]
+    if overrides:
+        _ok(_operator(cluster, "PUT", f"{tenant}/quota", {"overrides": overrides}))
+    return Tenant(made["id"], key)
+
+
+def in_rotation(cluster: Cluster, engine_id: str, host: str = "api1") -> bool:
+    """Whether the API on `host` has the engine in its rotation."""
+    reply = _operator(cluster, "GET", f"/api/v1/engines/{engine_id}", host=host)
+    live = json.loads(reply["text"]).get("live") if reply.get("status") == 200 else None
+    return bool(live and live.get("in_rotation"))
+
+
+@pytest.fixture(scope="session")
+def tenant(cluster: Cluster) -> Tenant:
+    """A tenant with a key, and the base model it may call (no engine serves it)."""
+    register_base(cluster, BASE)
+    return make_tenant(cluster)
+
+
+@pytest.fixture(scope="session")
+def engines(cluster: Cluster) -> dict[str, str]:
+    """The two stand-in engine hosts, registered for `FAKE_MODEL` and in rotation;
+    engine host -> its API id."""
+    register_base(cluster, FAKE_MODEL)
+    ids = {}
+    for host in ENGINE_HOSTS:
+        cluster.start_fake_engine(host)
+        body = {
+            "name": f"{host}-{secrets.token_hex(2)}",
+            "url": cluster.engine_url(host),
+            "kind": "vllm",
+            "base_model": FAKE_MODEL,
+            "max_lora_rank": 64,
+            "gpu_slots": 4,
+            "host_slots": 8,
+        }
+        ids[host] = _ok(_operator(cluster, "POST", "/api/v1/engines", body))["id"]
+    for engine_id in ids.values():
+        for host in API_HOSTS:
+            wait_until(lambda e=engine_id, h=host: in_rotation(cluster, e, h), 60)  # type: ignore[misc]
+    return ids
+
+
+def usage_totals(cluster: Cluster, tenant: Tenant, host: str = "api1") -> dict[str, int]:
+    """The tenant's usage totals as stored in PostgreSQL (last 24 hours)."""
+    assert cluster.client is not None
+    reply = cluster.client.request(
+        "GET", f"{cluster.api_url(host)}/api/v1/tenants/{tenant.id}/usage", headers=tenant.headers
+    )
+    return dict(_ok(reply)["totals"])
