@@ -60,6 +60,19 @@ async def _version_id(settings, adapter: str, number: int) -> UUID:
     return version_id
 
 
+async def _succeeded_job(settings, operator: Api, tenant_id: str, adapter: str) -> str:
+    """A succeeded job of the tenant that made `adapter`'s v1, as the worker leaves it."""
+    return await _job_row(
+        settings,
+        operator,
+        tenant_id,
+        suffix=adapter,
+        status=JobStatus.SUCCEEDED,
+        fine_tuned_model=f"{adapter}@v1",
+        adapter_version_id=await _version_id(settings, adapter, 1),
+    )
+
+
 async def _signed_in(browser_client, make_tenant, make_user) -> Any:
     tenant = await make_tenant()
     user = await make_user(tenant)
@@ -275,15 +288,7 @@ async def test_point_alias_on_a_succeeded_jobs_page_points_it_at_the_jobs_versio
     adapter = await adapter_with_versions(operator, tenant, tmp_path, 2)
     aliases = f"/api/v1/tenants/{tenant.id}/adapters/{adapter}/aliases"
     assert (await tenant.api.put(f"{aliases}/prod", json={"version": 2})).status_code == 200
-    job_id = await _job_row(
-        settings,
-        operator,
-        tenant.id,
-        suffix=adapter,
-        status=JobStatus.SUCCEEDED,
-        fine_tuned_model=f"{adapter}@v1",
-        adapter_version_id=await _version_id(settings, adapter, 1),
-    )
+    job_id = await _succeeded_job(settings, operator, tenant.id, adapter)
     page = (await browser_client.get(f"/console/fine-tunes/{job_id}")).text
     assert f'href="/console/adapters/{adapter}"' in page
     assert f'href="/console/playground?model={adapter}%40v1"' in page
@@ -303,15 +308,7 @@ async def test_a_bad_alias_name_on_the_job_page_is_a_400_that_says_why(
 ) -> None:
     tenant = await _signed_in(browser_client, make_tenant, make_user)
     adapter = await adapter_with_versions(operator, tenant, tmp_path, 1)
-    job_id = await _job_row(
-        settings,
-        operator,
-        tenant.id,
-        suffix=adapter,
-        status=JobStatus.SUCCEEDED,
-        fine_tuned_model=f"{adapter}@v1",
-        adapter_version_id=await _version_id(settings, adapter, 1),
-    )
+    job_id = await _succeeded_job(settings, operator, tenant.id, adapter)
 
     refused = await browser_client.post(
         f"/console/fine-tunes/{job_id}/alias", data={"alias": "Bad!"}, headers=htmx(browser_client)
@@ -326,15 +323,7 @@ async def test_point_alias_with_the_name_left_empty_points_prod(
 ) -> None:
     tenant = await _signed_in(browser_client, make_tenant, make_user)
     adapter = await adapter_with_versions(operator, tenant, tmp_path, 1)
-    job_id = await _job_row(
-        settings,
-        operator,
-        tenant.id,
-        suffix=adapter,
-        status=JobStatus.SUCCEEDED,
-        fine_tuned_model=f"{adapter}@v1",
-        adapter_version_id=await _version_id(settings, adapter, 1),
-    )
+    job_id = await _succeeded_job(settings, operator, tenant.id, adapter)
 
     pointed = await browser_client.post(
         f"/console/fine-tunes/{job_id}/alias", data={"alias": " "}, headers=htmx(browser_client)
@@ -353,15 +342,7 @@ async def test_a_tenant_member_may_not_point_an_alias_from_the_job_page(
     adapter = await adapter_with_versions(operator, tenant, tmp_path, 1)
     member = await make_user(tenant, role="tenant_member")
     await sign_in(browser_client, member.email, PASSWORD)
-    job_id = await _job_row(
-        settings,
-        operator,
-        tenant.id,
-        suffix=adapter,
-        status=JobStatus.SUCCEEDED,
-        fine_tuned_model=f"{adapter}@v1",
-        adapter_version_id=await _version_id(settings, adapter, 1),
-    )
+    job_id = await _succeeded_job(settings, operator, tenant.id, adapter)
 
     refused = await browser_client.post(
         f"/console/fine-tunes/{job_id}/alias", data={"alias": "prod"}, headers=htmx(browser_client)
