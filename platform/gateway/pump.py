@@ -5,8 +5,10 @@ client never slows the engine read. Each phase has its own deadline and its own 
 `queue_timeout` (engine choice and adapter load), `ttft_timeout` (first token),
 `idle_timeout` (gap between tokens) and `total_timeout` (the whole request).
 
-An engine that fails before the first token is skipped and the next candidate tried; after
-the first token the stream ends with an `engine_died` error event, never a hang.
+An engine that fails before the first token is skipped and the next candidate tried, and
+so is one that stays silent past `ttft_timeout` (a host cut off the network gives no error,
+only silence): the client has seen nothing yet, so another engine may still answer it.
+After the first token the stream ends with an `engine_died` error event, never a hang.
 """
 
 from __future__ import annotations
@@ -36,6 +38,9 @@ from loraplex.serving.engines import (
 log = logging.getLogger("loraplex.gateway")
 RETRYABLE = (EngineUnavailable, EngineDied, AdapterNotLoaded)
 DRAIN_S = 1.0  # the most a finished request waits for the rest of the engine's reply
+# Aborts sent to engines that went silent, run beside the retry (one to a cut-off host may
+# wait for its connect timeout); held here so they are not collected mid-flight.
+_SILENT_ABORTS: set[asyncio.Task[None]] = set()
 
 
 @dataclass(frozen=True)
@@ -143,6 +148,19 @@ async def _first_token(
         ttft_deadline = min(clock() + job.limits.ttft_timeout_s, deadline_total)
         try:
             chunk = await _with_deadline(live.next(), ttft_deadline, clock, "ttft_timeout")
+        except _PhaseTimeout as exc:
+            if ttft_deadline >= deadline_total:  # the whole request's time is up
+                await live.close(abort=True)
+                raise
+            _abort_in_background(live)
+            tried.add(prepared.engine.id)
+            last_error = exc
+            queue_deadline = min(clock() + job.limits.queue_timeout_s, deadline_total)
+            log.warning(
+                "%s: engine %s sent no first token in %.1fs; trying another",
+                job.completion_id, prepared.engine.name, job.limits.ttft_timeout_s,
+            )  # fmt: skip
+            continue
         except RETRYABLE as exc:
             await live.close(abort=False)
             await router.report_failure(prepared, exc)
@@ -275,6 +293,13 @@ class _Live:
                         )
         except Exception as exc:  # nothing of it is needed: the reply is complete
             log.debug("draining %s failed: %s", self.rid, exc)
+
+
+def _abort_in_background(live: _Live) -> None:
+    """Abort a silent engine's request without waiting for the engine to answer."""
+    task = asyncio.create_task(live.close(abort=True), name=f"abort-{live.rid}")
+    _SILENT_ABORTS.add(task)
+    task.add_done_callback(_SILENT_ABORTS.discard)
 
 
 def _fields(request: GenerateRequest) -> dict[str, object]:

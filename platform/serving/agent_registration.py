@@ -1,8 +1,9 @@
 """The agent's side of self-registration: register, heartbeat, notice restarts, deregister.
 
 `loraplex agent --register-with <API URL>` runs a `Registrar` beside its HTTP server. Every
-`heartbeat_s` it probes its engine and PUTs the same registration to the API (the first PUT
-registers, the next ones are heartbeats, sent whether the engine answers or not). An engine
+`heartbeat_s` it probes its engine, and, in a loop of its own so that a slow API never delays
+the probes, PUTs the same registration to the API (the first PUT registers, the next ones
+are heartbeats, sent whether the engine answers or not). An engine
 that was down and answers again has restarted and lost its adapters: the registrar counts it
 in `engine_generation`, and the API, seeing the count change, has placement load again what
 the engine held. On shutdown it DELETEs the registration, so the engine leaves rotation at
@@ -14,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -89,13 +90,21 @@ class Registrar:
         await self.probe.aclose()
 
     async def beat(self) -> None:
-        """One round: probe the engine, then register or heartbeat while it answers."""
+        """One round: probe the engine, then register or heartbeat."""
+        await self.watch_engine()
+        await self.heartbeat()
+
+    async def watch_engine(self) -> None:
+        """Probe the engine; one that answers again after it did not has restarted."""
         up = await self._engine_answers()
         if up and self._engine_up is False:
             self.engine_generation += 1  # it was down: a restart, whatever caused it
             log.info("engine came back (generation %d)", self.engine_generation)
             self.on_restart()  # what the agent knew loaded there is gone
         self._engine_up = up
+
+    async def heartbeat(self) -> None:
+        """Register, or heartbeat, with the engine's generation as last seen."""
         # Heartbeats go on while the engine is down: they say the agent (the node) lives, so
         # the API keeps the engine's row; its own health probes keep it out of rotation.
         body: dict[str, Any] = asdict(self.registration)
@@ -125,9 +134,15 @@ class Registrar:
         return response.status_code == 200
 
     async def _run(self) -> None:
+        # Two loops, not one: a heartbeat to an API that is slow or cut off may wait out its
+        # timeout, and the engine's probes must go on meanwhile, or a restart shorter than
+        # that wait would go unseen (and its adapters never be loaded back).
+        await asyncio.gather(self._every_beat(self.watch_engine), self._every_beat(self.heartbeat))
+
+    async def _every_beat(self, step: Callable[[], Awaitable[None]]) -> None:
         while True:
             try:
-                await self.beat()
-            except Exception:  # one bad round must not end the heartbeat
+                await step()
+            except Exception:  # one bad round must not end the loop
                 log.exception("registration round failed")
             await asyncio.sleep(self.heartbeat_s)

@@ -2,7 +2,7 @@
 answered in any order (each names its `id`).
 
 Each stdin line is a request (`{"op": "request"|"stream", "method", "url", "headers",
-"json", "timeout"}`); each stdout line is what a user's client saw: the status, headers and
+"json", "timeout"}`, and for a stream `disconnect_after` and `read_delay_s`); each stdout line is what a user's client saw: the status, headers and
 body, or the SSE events of a stream, or the transport error. Keeping one process alive
 avoids a Python start per request, so recovery times can be measured to a fraction of a
 second.
@@ -58,11 +58,18 @@ def stream(http: httpx.Client, command: dict[str, Any]) -> dict[str, Any]:
         if response.status_code != 200:
             response.read()
             return {"status": response.status_code, "text": response.text, "events": []}
+        # A user who leaves after `disconnect_after` events closes the connection; a slow
+        # reader waits `read_delay_s` before each line.
+        leave_after, delay = command.get("disconnect_after"), command.get("read_delay_s", 0)
         try:
             for line in response.iter_lines():
                 if line.startswith("data:"):
                     events.append(line[5:].strip())
                     first_event_s = first_event_s or time.monotonic() - started
+                    if leave_after is not None and len(events) >= leave_after:
+                        break  # leaving the `with` closes the connection mid-stream
+                if delay:
+                    time.sleep(delay)
         except httpx.HTTPError as exc:  # the connection broke mid-stream: keep what came
             error = f"{type(exc).__name__}: {exc}"
     return {

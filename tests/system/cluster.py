@@ -1,9 +1,12 @@
 """Loraplex as deployed, on namespaces: a data host, two API hosts and a client host.
 
 `data` runs its own PostgreSQL (initdb into a temp dir, run as the `postgres` user), Redis
-and the S3 server; `api1` and `api2` each run `loraplex api` against them; `client` sends
-the traffic through `ClientHost`, a long-lived HTTP agent inside its namespace. Every
-service can be stopped, killed and started again by the drills.
+and the S3 server; `api1` and `api2` each run `loraplex api` against them; `engine1` and
+`engine2` each run an engine (the stand-in, fake_engine.py) and `loraplex agent`, which
+registers the engine with an API host, heartbeats, and loads adapters from the object store
+into its own disk cache; `client` sends the traffic through `ClientHost`, a long-lived HTTP
+agent inside its namespace. Every service can be stopped, killed and started again by the
+drills.
 """
 
 from __future__ import annotations
@@ -34,7 +37,12 @@ API_PORT, PG_PORT, REDIS_PORT, S3_PORT = 8000, 5432, 6379, 9000
 API_HOSTS = ("api1", "api2")
 ENGINE_HOSTS = ("engine1", "engine2")
 FAKE_MODEL = "loraplex-fake"  # the base model the stand-in engines serve
-ENGINE_PORT = 8000
+ENGINE_PORT, AGENT_PORT = 8000, 8200
+AGENT_TOKEN = secrets.token_urlsafe(24)  # shared by API processes and agents
+# Each engine host's agent registers with "its" API host (in production: the API's Service).
+REGISTERS_WITH = {"engine1": "api1", "engine2": "api2"}
+# A small node cache, so a soak over many adapters makes the agents evict.
+AGENT_CACHE_BYTES = 2 * 2**20  # about three and a half of the tests' adapters
 
 
 class ClientHost:
@@ -234,6 +242,9 @@ class Cluster:
             # for a stream that is only slow on a loaded 2-core host.
             ttft_timeout_s=8.0,
             idle_timeout_s=4.0,
+            agent_token=AGENT_TOKEN,
+            agent_heartbeat_s=1.0,
+            agent_stale_after_s=6.0,
         )
 
     def env(self, host: str) -> dict[str, str]:
@@ -311,11 +322,25 @@ class Cluster:
         if not self.services[host].is_running:
             self.start_api(host)
 
-    # --- engine hosts (stand-ins: fake_engine.py) -----------------------------------------
+    # --- engine hosts: a stand-in engine (fake_engine.py) and `loraplex agent` ----------
 
     def engine_url(self, host: str) -> str:
         """The base URL of the engine on `host`."""
         return f"http://{self.network.hosts[host].ip}:{ENGINE_PORT}"
+
+    def agent_cache(self, host: str) -> Path:
+        """The agent's adapter cache directory on `host`."""
+        return self.workdir / host / "cache"
+
+    def start_engine_host(self, host: str) -> None:
+        """Start `host`'s engine, then its agent, which registers it with its API host."""
+        self.start_fake_engine(host)
+        self.start_agent(host)
+
+    def kill_engine_host(self, host: str) -> None:
+        """The host dies: its engine and its agent, without a word to anyone."""
+        self.services[host].kill()
+        self.services[f"{host}-agent"].kill()
 
     def start_fake_engine(self, host: str) -> None:
         """Start the stand-in engine on `host` and wait until the client sees it."""
@@ -341,6 +366,33 @@ class Cluster:
         self._wait_for(
             lambda: self.client.request("GET", health, timeout=1.0).get("status") == 200,  # type: ignore[union-attr]
             self.services[host],
+        )
+
+    def start_agent(self, host: str) -> None:
+        """Start `loraplex agent --register-with` on `host` and wait until it registered."""
+        ip = self.network.hosts[host].ip
+        (self.workdir / host).mkdir(exist_ok=True)
+        self.services[f"{host}-agent"] = self.network.start(
+            host,
+            "agent",
+            [
+                sys.executable, "-m", "loraplex.cli", "agent",
+                "--engine-url", self.engine_url(host), "--engine-kind", "vllm",
+                "--host", ip, "--port", str(AGENT_PORT),
+                "--cache-dir", str(self.agent_cache(host)),
+                "--cache-bytes", str(AGENT_CACHE_BYTES),
+                "--register-with", self.api_url(REGISTERS_WITH[host]),
+                "--name", host, "--base-model", FAKE_MODEL,
+                "--max-lora-rank", "64", "--gpu-slots", "4", "--host-slots", "8",
+            ],
+            env=self.env(host),
+            cwd=str(REPO),
+        )  # fmt: skip
+        assert self.client is not None
+        ready = f"http://{ip}:{AGENT_PORT}/readyz"
+        self._wait_for(
+            lambda: self.client.request("GET", ready, timeout=1.0).get("status") == 200,  # type: ignore[union-attr]
+            self.services[f"{host}-agent"],
         )
 
     def engine_stats(self, host: str) -> dict[str, int]:

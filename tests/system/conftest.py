@@ -8,6 +8,7 @@ permission). The topology is torn down at the end even after a failure: the fixt
 from __future__ import annotations
 
 import json
+import os
 import secrets
 import time
 from collections.abc import Iterator
@@ -17,6 +18,7 @@ from typing import Any
 import pytest
 
 from loraplex.adapters.facts import facts_to_json, read_base_model_facts
+from loraplex.serving.engines.launcher import ensure_model
 from tests.support.netns import leftovers, why_unavailable
 from tests.system import report
 from tests.system.cluster import (
@@ -43,12 +45,13 @@ def cluster() -> Iterator[Cluster]:
     if reason:
         pytest.skip(reason)
     started = time.monotonic()
+    ensure_model(MODEL_DIR, say=lambda _: None)  # its tokenizer counts prompts; adapters fit it
     built = build_cluster(API_MODES)
     print(f"\n[system] topology up in {time.monotonic() - started:.1f}s ({built.workdir})")
     try:
         yield built
     finally:
-        close_cluster(built)
+        close_cluster(built, keep_logs=bool(os.environ.get("LORAPLEX_SYSTEM_KEEP_LOGS")))
         left = leftovers(built.network.prefix)
         assert not left, f"the topology left these behind: {left}"
         if report.table():
@@ -122,22 +125,14 @@ def tenant(cluster: Cluster) -> Tenant:
 
 @pytest.fixture(scope="session")
 def engines(cluster: Cluster) -> dict[str, str]:
-    """The two stand-in engine hosts, registered for `FAKE_MODEL` and in rotation;
-    engine host -> its API id."""
+    """The two engine hosts, each registered by its own agent and in rotation on both API
+    hosts; engine host -> its API id."""
     register_base(cluster, FAKE_MODEL)
-    ids = {}
     for host in ENGINE_HOSTS:
-        cluster.start_fake_engine(host)
-        body = {
-            "name": f"{host}-{secrets.token_hex(2)}",
-            "url": cluster.engine_url(host),
-            "kind": "vllm",
-            "base_model": FAKE_MODEL,
-            "max_lora_rank": 64,
-            "gpu_slots": 4,
-            "host_slots": 8,
-        }
-        ids[host] = _ok(_operator(cluster, "POST", "/api/v1/engines", body))["id"]
+        cluster.start_engine_host(host)
+    listed = _ok(_operator(cluster, "GET", "/api/v1/engines?limit=500"))
+    ids = {e["name"]: e["id"] for e in listed["items"] if e["name"] in ENGINE_HOSTS}
+    assert sorted(ids) == sorted(ENGINE_HOSTS), listed
     for engine_id in ids.values():
         for host in API_HOSTS:
             wait_until(lambda e=engine_id, h=host: in_rotation(cluster, e, h), 60)  # type: ignore[misc]

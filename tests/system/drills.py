@@ -34,11 +34,13 @@ def assert_clean_error(reply: dict[str, Any]) -> None:
     assert not found, f"{reply['status']} gives away {found}: {reply.get('text', '')[:300]}"
 
 
-def wait_until(ok: Callable[[], bool], timeout_s: float, every_s: float = 0.1) -> float:
+def wait_until(
+    ok: Callable[[], bool], timeout_s: float, every_s: float = 0.1, what: str = "recovered"
+) -> float:
     """Seconds until `ok()` held (polled every `every_s`); fails after `timeout_s`."""
     started = time.monotonic()
     while not ok():
-        assert time.monotonic() - started < timeout_s, f"not recovered within {timeout_s}s"
+        assert time.monotonic() - started < timeout_s, f"not {what} within {timeout_s}s"
         time.sleep(every_s)
     return time.monotonic() - started
 

@@ -17,10 +17,10 @@ PAST_FIRST_TOKEN = "tokens=40 every=0.1"  # 4 s of tokens: in flight when the fa
 HELD_ON_ENGINE1 = "tokens=5 every=0.01 hold=engine1"  # engine1 never sends its first token
 
 
-def chat(content: str) -> dict[str, Any]:
-    """A streamed chat request to the stand-ins' model, paced by `content`."""
+def chat(content: str, model: str = FAKE_MODEL) -> dict[str, Any]:
+    """A streamed chat request (to the stand-ins' base model), paced by `content`."""
     return {
-        "model": FAKE_MODEL,
+        "model": model,
         "messages": [{"role": "user", "content": content}],
         "max_tokens": 64,
         "stream": True,
@@ -36,15 +36,17 @@ class InFlight:
     engine1: dict[str, int]  # what engine1 held when the streams were in place
 
 
-def streams_on_engine1(cluster: Cluster, tenant: Tenant) -> InFlight:
-    """Start pairs of streams until engine1 holds one before and one past its first token."""
+def streams_on_engine1(cluster: Cluster, tenant: Tenant, adapter: str) -> InFlight:
+    """Start pairs of streams for `adapter`, which engine1 holds (placement sends them
+    there), until engine1 holds one before and one past its first token."""
     client = cluster.client
     assert client is not None
     url = cluster.api_url("api1") + CHAT_PATH
     flight = InFlight([], [], {})
-    for _ in range(8):  # the router spreads them; a few pairs put both kinds on engine1
-        flight.past.append(client.stream(url, headers=tenant.headers, json=chat(PAST_FIRST_TOKEN)))
-        flight.held.append(client.stream(url, headers=tenant.headers, json=chat(HELD_ON_ENGINE1)))
+    for _ in range(4):
+        for content, started in ((PAST_FIRST_TOKEN, flight.past), (HELD_ON_ENGINE1, flight.held)):
+            body = chat(content, adapter)
+            started.append(client.stream(url, headers=tenant.headers, json=body))
         time.sleep(0.3)
         flight.engine1 = cluster.engine_stats("engine1")
         if flight.engine1.get("held", 0) >= 1 and flight.engine1.get("streaming", 0) >= 1:

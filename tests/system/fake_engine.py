@@ -7,6 +7,11 @@ apart, and an engine named `engine1` holds it before its first token until kille
 token is `<engine name>` so the client sees which host served it. `GET /stats` tells the
 drill how many requests are held and how many are streaming.
 
+Adapters behave as on vLLM with runtime LoRA updating: `/v1/load_lora_adapter` takes one
+from a directory that must hold its files, `/v1/models` lists what is loaded (cards with a
+parent), and a request naming an adapter that is not loaded is a 404. A restarted stand-in
+holds none, as a restarted engine does.
+
 Run: `python fake_engine.py --host IP --port 8000 --name engine1 --model loraplex-fake`.
 """
 
@@ -17,9 +22,11 @@ import asyncio
 import json
 import re
 import time
+from pathlib import Path
 from typing import Any
 
 STATS = {"held": 0, "streaming": 0, "served": 0}
+LOADED: dict[str, str] = {}  # adapter name -> the directory it was loaded from
 
 
 def pacing(body: dict[str, Any], name: str) -> tuple[int, float, bool]:
@@ -107,18 +114,47 @@ async def route(
     if path == "/health":
         await respond(writer, 200, b"", "text/plain")
     elif path == "/v1/models":
-        card = {"id": args.model, "object": "model", "root": args.model, "parent": None}
-        await respond(writer, 200, json.dumps({"data": [card]}).encode(), "application/json")
+        cards = [{"id": args.model, "object": "model", "root": args.model, "parent": None}]
+        cards += [
+            {"id": name, "object": "model", "root": root, "parent": args.model}
+            for name, root in LOADED.items()
+        ]
+        await respond(writer, 200, json.dumps({"data": cards}).encode(), "application/json")
     elif path == "/metrics":
         running = STATS["held"] + STATS["streaming"]
         text = f"vllm:num_requests_running {running}\nvllm:num_requests_waiting 0\n"
         await respond(writer, 200, text.encode(), "text/plain")
     elif path == "/stats":
-        await respond(writer, 200, json.dumps(STATS).encode(), "application/json")
+        stats = {**STATS, "loaded": sorted(LOADED)}
+        await respond(writer, 200, json.dumps(stats).encode(), "application/json")
+    elif method == "POST" and path == "/v1/load_lora_adapter":
+        status, text = load(json.loads(raw or b"{}"))
+        await respond(writer, status, text.encode(), "text/plain")
+    elif method == "POST" and path == "/v1/unload_lora_adapter":
+        name = json.loads(raw or b"{}").get("lora_name", "")
+        found = LOADED.pop(name, None) is not None
+        await respond(writer, 200 if found else 404, b"", "text/plain")
     elif method == "POST" and path in ("/v1/chat/completions", "/v1/completions"):
-        await generate(writer, json.loads(raw or b"{}"), args)
+        body = json.loads(raw or b"{}")
+        model = body.get("model")
+        if model != args.model and model not in LOADED:
+            error = {"error": {"message": f"The model `{model}` does not exist.", "code": 404}}
+            await respond(writer, 404, json.dumps(error).encode(), "application/json")
+            return
+        await generate(writer, body, args)
     else:
-        await respond(writer, 200, b"{}", "application/json")  # load/unload: accepted
+        await respond(writer, 404, b"{}", "application/json")
+
+
+def load(body: dict[str, Any]) -> tuple[int, str]:
+    """vLLM's answers to a load: 400 for a name it holds or a directory without an adapter."""
+    name, directory = str(body.get("lora_name", "")), Path(str(body.get("lora_path", "")))
+    if name in LOADED:
+        return 400, f"The lora adapter '{name}' has already been loaded."
+    if not (directory / "adapter_config.json").is_file():
+        return 400, f"No adapter found for {name}"
+    LOADED[name] = str(directory)
+    return 200, f"Success: LoRA adapter '{name}' added successfully."
 
 
 async def serve_connection(

@@ -16,6 +16,7 @@ from uuid import UUID
 
 import httpx
 
+from loraplex.adapters.errors import StoreError, StoreUnavailable
 from loraplex.serving.disk_cache import DiskCache
 from loraplex.serving.engines import EngineError, EngineUnavailable
 from loraplex.serving.live.facts import VersionFacts
@@ -161,9 +162,25 @@ class AgentOps:
         except httpx.HTTPError as exc:
             raise EngineUnavailable(f"agent {self.agent_url} unreachable: {exc}") from exc
         if response.status_code >= 400:
-            raise EngineError(f"agent {self.agent_url}{path}: {response.text[:300]}")
+            raise _agent_error(response, f"agent {self.agent_url}{path}: {response.text[:300]}")
         answer: dict[str, object] = response.json()
         return answer
+
+
+def _agent_error(response: httpx.Response, detail: str) -> Exception:
+    """The agent's refusal as the error the gateway would have raised loading in-process:
+    the object store's failures keep their meaning (a 503 with Retry-After for the client),
+    anything else is the engine side's."""
+    try:
+        problem = str(response.json().get("type", ""))
+    except ValueError:
+        problem = ""
+    code = problem.rpartition(":")[2]
+    if code == "object_store_unavailable":
+        return StoreUnavailable(detail)
+    if code == "object_store_error":
+        return StoreError(detail)
+    return EngineError(detail)
 
 
 class OpsRouter:

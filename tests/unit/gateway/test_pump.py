@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
@@ -166,7 +166,25 @@ async def test_each_timeout_ends_the_stream_with_its_own_code_and_aborts(
     driver = ScriptedDriver("a", ["x"] * 10, **script)
     buffer = await _run(_router(driver), _job(**limits))
     assert buffer.take().error[0] == code  # type: ignore[index]
-    assert driver.aborted == driver.started[-1:]
+    await _eventually(lambda: driver.aborted == driver.started[-1:])
+
+
+async def test_an_engine_silent_past_the_ttft_timeout_is_replaced_by_another() -> None:
+    silent = ScriptedDriver("a", ["never"], first_delay_s=30)  # a host cut off the network
+    healthy = ScriptedDriver("b", ["ok"])
+    job = _job(ttft_timeout_s=0.2)
+    buffer = await _run(_router(silent, healthy), job)
+    taken = buffer.take()
+    assert (taken.text, taken.error, job.engine_name) == ("ok", None, "engine-1")
+    await _eventually(lambda: silent.aborted == silent.started)  # not left running there
+
+
+async def _eventually(check: Callable[[], bool], within_s: float = 2.0) -> None:
+    """Wait for `check()`: aborts of a silent engine run beside the retry."""
+    deadline = time.monotonic() + within_s
+    while not check():
+        assert time.monotonic() < deadline, "never happened"
+        await asyncio.sleep(0.01)
 
 
 async def test_a_client_too_slow_for_the_buffer_gets_slow_client_and_the_engine_is_aborted() -> (

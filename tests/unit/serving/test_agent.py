@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import httpx
 import pytest
 from litestar.testing import AsyncTestClient
 
+from loraplex.adapters.errors import StoreUnavailable
 from loraplex.serving.agent_app import create_agent_app
 from loraplex.serving.disk_cache import DiskCache
 from loraplex.serving.live import AgentOps, LiveConfig, LivePlacement, LocalOps, OpsRouter
@@ -67,3 +69,28 @@ async def test_gateway_loads_through_the_agent_of_an_engine_with_agent_url(
     assert name_of(version) not in remote.adapters  # nothing was loaded by the gateway itself
     seat.release()
     await placement.stop()
+
+
+class _StoreDown:
+    """An object store that cannot be reached."""
+
+    def get_file(self, key: str, target: object, sha256: object = None) -> None:
+        raise StoreUnavailable("endpoint http://10.0.0.9:9000 unreachable")
+
+
+async def test_a_store_outage_on_the_agent_reaches_the_gateway_as_one(
+    cluster: Cluster, node_engine: EngineHandle, tmp_path: Path
+) -> None:
+    """Loading through an agent whose store is down fails as loading in-process would: the
+    gateway then answers 503 object_store_unavailable with Retry-After, not engine_error."""
+    cache = DiskCache(tmp_path / "down-cache", 10**9, _StoreDown())  # type: ignore[arg-type]
+    app = create_agent_app(node_engine, LocalOps(cache))
+    transport = httpx.ASGITransport(app=app)  # type: ignore[arg-type]
+    ops = AgentOps(
+        "http://agent.local",
+        http=httpx.AsyncClient(base_url="http://agent.local", transport=transport),
+    )
+    version = cluster.version()
+    with pytest.raises(StoreUnavailable):
+        await ops.load(node_engine, version)
+    await ops.aclose()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import httpx
@@ -72,3 +73,32 @@ async def test_stopping_deregisters() -> None:
     await agent.stop()
     assert fake.calls[-1][:2] == ("DELETE", "/api/v1/agents/engines/gpu-7")
     assert not agent.registered
+
+
+async def test_a_hanging_heartbeat_does_not_hide_an_engine_restart() -> None:
+    """The API is cut off (its PUT hangs) while the engine goes down and comes back: the
+    probes go on meanwhile, so the restart is counted and its adapters can be loaded back."""
+    fake = Fake()
+    api_cut = asyncio.Event()
+
+    async def hanging_api(request: httpx.Request) -> httpx.Response:
+        if api_cut.is_set():
+            await asyncio.sleep(3600)
+        return fake.api(request)
+
+    agent = registrar(fake)
+    agent.http = httpx.AsyncClient(
+        base_url="http://api", transport=httpx.MockTransport(hanging_api),
+        headers={"Authorization": "Bearer t0ken"},
+    )  # fmt: skip
+    await agent.beat()
+    agent.heartbeat_s = 0.01
+    api_cut.set()
+    await agent.start()
+    fake.engine_up = False
+    await asyncio.sleep(0.1)
+    fake.engine_up = True
+    await asyncio.sleep(0.1)
+    assert agent.engine_generation == 1 and len(fake.restarts) == 1
+    agent.registered = False  # nothing to deregister from an API that does not answer
+    await agent.stop()
