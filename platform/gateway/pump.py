@@ -41,6 +41,10 @@ DRAIN_S = 1.0  # the most a finished request waits for the rest of the engine's 
 # Aborts sent to engines that went silent, run beside the retry (one to a cut-off host may
 # wait for its connect timeout); held here so they are not collected mid-flight.
 _SILENT_ABORTS: set[asyncio.Task[None]] = set()
+# After a TTFT timeout the engine gets this long to answer a health probe; one that does not
+# leaves the rotation at once (the poller brings it back when it answers again), so that
+# placement puts the retry, and the requests after it, on another engine.
+SILENT_PROBE_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -153,6 +157,8 @@ async def _first_token(
                 await live.close(abort=True)
                 raise
             _abort_in_background(live)
+            if not await _answers(prepared):  # silent, not just busy: out of rotation now
+                await router.report_failure(prepared, EngineUnavailable("silent past TTFT"))
             tried.add(prepared.engine.id)
             last_error = exc
             queue_deadline = min(clock() + job.limits.queue_timeout_s, deadline_total)
@@ -293,6 +299,15 @@ class _Live:
                         )
         except Exception as exc:  # nothing of it is needed: the reply is complete
             log.debug("draining %s failed: %s", self.rid, exc)
+
+
+async def _answers(prepared: Prepared) -> bool:
+    """Whether the engine answers a health probe within `SILENT_PROBE_S`."""
+    try:
+        async with asyncio.timeout(SILENT_PROBE_S):
+            return (await prepared.engine.driver.health()).healthy
+    except Exception:  # timed out, refused, reset: it does not answer
+        return False
 
 
 def _abort_in_background(live: _Live) -> None:
