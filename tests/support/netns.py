@@ -12,6 +12,7 @@ sessions never collide.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import shutil
 import signal
@@ -63,6 +64,8 @@ class Process:
     popen: subprocess.Popen[bytes]
     log: Path
     stop_signal: int = signal.SIGTERM
+    group: bool = False  # leads its own process group: signals go to all of it (an engine's
+    # workers die with it, as they would with the host)
 
     @property
     def pid(self) -> int:
@@ -78,7 +81,7 @@ class Process:
         """Send the stop signal, then SIGKILL after `grace_s`; reap it."""
         if not self.is_running:
             return
-        self.popen.send_signal(self.stop_signal)
+        self._signal(self.stop_signal)
         try:
             self.popen.wait(grace_s)
         except subprocess.TimeoutExpired:
@@ -86,9 +89,16 @@ class Process:
 
     def kill(self) -> None:
         """SIGKILL, as a crash would; reap it."""
-        if self.is_running:
-            self.popen.kill()
+        if self.is_running or self.group:
+            self._signal(signal.SIGKILL)
         self.popen.wait(10)
+
+    def _signal(self, signum: int) -> None:
+        if not self.group:
+            self.popen.send_signal(signum)
+            return
+        with contextlib.suppress(ProcessLookupError):  # the whole group is gone already
+            os.killpg(self.popen.pid, signum)
 
     def log_tail(self, chars: int = 3000) -> str:
         """The end of the process's output, for failure messages."""
@@ -153,8 +163,10 @@ class Network:
         env: Mapping[str, str] | None = None,
         stop_signal: int = signal.SIGTERM,
         cwd: str | None = None,
+        group: bool = False,
     ) -> Process:
-        """Start `argv` inside `host`'s namespace, output to a log file; track it."""
+        """Start `argv` inside `host`'s namespace, output to a log file; track it. With
+        `group`, it leads a process group of its own and is signalled with its children."""
         log = self.log_dir / f"{self.prefix}-{host}-{name}.log"
         with log.open("ab") as out:
             popen = subprocess.Popen(
@@ -164,8 +176,9 @@ class Network:
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 cwd=cwd,
+                start_new_session=group,
             )
-        process = Process(name, popen, log, stop_signal)
+        process = Process(name, popen, log, stop_signal, group)
         self.processes.append(process)
         return process
 

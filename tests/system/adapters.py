@@ -19,12 +19,14 @@ SPREAD_TOKENS = 20
 SLOW = f"tokens={SPREAD_TOKENS} every=0.05"  # a second's answer: two asked together overlap
 
 
-def upload(cluster: Cluster, tenant: Tenant, name: str, folder: Path, host: str = "api1") -> None:
-    """Create adapter `name` and upload `folder` as its first version."""
+def upload(
+    cluster: Cluster, tenant: Tenant, name: str, folder: Path, base: str = FAKE_MODEL
+) -> None:
+    """Create adapter `name` for `base` and upload `folder` as its first version."""
     assert cluster.client is not None
-    adapters = f"{cluster.api_url(host)}/api/v1/tenants/{tenant.id}/adapters"
+    adapters = f"{cluster.api_url('api1')}/api/v1/tenants/{tenant.id}/adapters"
     made = cluster.client.request(
-        "POST", adapters, headers=tenant.headers, json={"name": name, "base_model": FAKE_MODEL}
+        "POST", adapters, headers=tenant.headers, json={"name": name, "base_model": base}
     )
     assert made["status"] == 201, made
     files = [["file", n, str(folder / n)] for n in FILES]
@@ -35,16 +37,21 @@ def upload(cluster: Cluster, tenant: Tenant, name: str, folder: Path, host: str 
 
 
 def make_adapters(
-    cluster: Cluster, tenant: Tenant, count: int, workdir: Path, prefix: str = "a"
+    cluster: Cluster,
+    tenant: Tenant,
+    count: int,
+    workdir: Path,
+    prefix: str = "a",
+    base: str = FAKE_MODEL,
 ) -> list[str]:
-    """`count` new rank-8 adapters of the tenant's, uploaded; their names."""
+    """`count` new rank-8 adapters of the tenant's for `base`, uploaded; their names."""
     names = []
     for seed in range(count):
         name = f"{prefix}-{secrets.token_hex(3)}"
         folder = make_adapter(
-            MODEL_DIR, workdir / name, rank=8, seed=seed, random=True, base_name=FAKE_MODEL
+            MODEL_DIR, workdir / name, rank=8, seed=seed, random=True, base_name=base
         )
-        upload(cluster, tenant, name, folder)
+        upload(cluster, tenant, name, folder, base=base)
         names.append(name)
     return names
 

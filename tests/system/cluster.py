@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from loraplex.serving.engines.launcher import EngineConfig, server_command, server_env
 from loraplex.settings import Settings
 from tests.support.netns import Network, Process
 from tests.support.s3_server import ACCESS_KEY, REGION, SECRET_KEY
@@ -39,8 +40,13 @@ ENGINE_HOSTS = ("engine1", "engine2")
 FAKE_MODEL = "loraplex-fake"  # the base model the stand-in engines serve
 ENGINE_PORT, AGENT_PORT = 8000, 8200
 AGENT_TOKEN = secrets.token_urlsafe(24)  # shared by API processes and agents
+# Two more engine hosts run the real thing: vLLM's CPU build on the development model, each
+# with its agent. Started only for the drill that needs them (a minute of CPU on 2 cores).
+REAL_ENGINE_HOSTS = ("vllm1", "vllm2")
+REAL_MODEL_DIR = REPO / "var" / "models" / "loraplex-tiny"
+REAL_MODEL = REAL_MODEL_DIR.name  # the model id vLLM serves (the folder's name)
 # Each engine host's agent registers with "its" API host (in production: the API's Service).
-REGISTERS_WITH = {"engine1": "api1", "engine2": "api2"}
+REGISTERS_WITH = {"engine1": "api1", "engine2": "api2", "vllm1": "api1", "vllm2": "api2"}
 # A small node cache, so a soak over many adapters makes the agents evict.
 AGENT_CACHE_BYTES = 2 * 2**20  # about three and a half of the tests' adapters
 
@@ -218,6 +224,25 @@ class Cluster:
         )
         curl = ["curl", "-sf", "-o", "/dev/null", f"http://{self.data_ip}:{S3_PORT}/moto-api/"]
         self._wait_for(lambda: self._in("data", curl), self.services["s3"])
+        if self.operator_key:  # a restart: moto kept nothing, so the bucket is made again
+            self._ensure_bucket()
+
+    def _ensure_bucket(self) -> None:
+        """Create the bucket as an API process does at start-up (`ObjectStore.check`)."""
+        check = (
+            "from loraplex.api.deps import open_object_store\n"
+            "from loraplex.settings import Settings\n"
+            "open_object_store(Settings.from_env()).check()\n"
+        )
+        namespace = self.network.hosts["api1"].namespace
+        subprocess.run(
+            ["ip", "netns", "exec", namespace, sys.executable, "-c", check],
+            env=self.env("api1"),
+            cwd=REPO,
+            check=True,
+            capture_output=True,
+            timeout=60,
+        )
 
     # --- API hosts --------------------------------------------------------------------
 
@@ -368,7 +393,41 @@ class Cluster:
             self.services[host],
         )
 
-    def start_agent(self, host: str) -> None:
+    def start_real_engine(self, host: str) -> None:
+        """Start vLLM's CPU server on `host` (the suite's engine venv and model); return at
+        once: `wait_for_real_engine` waits for it, so two can start side by side."""
+        config = self.real_engine_config(host)
+        self.services[host] = self.network.start(
+            host,
+            "vllm",
+            server_command(config),
+            env=server_env(config, os.environ),
+            cwd=str(REPO),
+            group=True,  # its engine-core worker dies with it, as with the host
+        )
+
+    def wait_for_real_engine(self, host: str, timeout_s: float = 240.0) -> None:
+        """Wait until the client host sees `host`'s real engine healthy."""
+        assert self.client is not None
+        health = f"{self.engine_url(host)}/health"
+        self._wait_for(
+            lambda: self.client.request("GET", health, timeout=1.0).get("status") == 200,  # type: ignore[union-attr]
+            self.services[host],
+            timeout_s=timeout_s,
+        )
+
+    def real_engine_config(self, host: str) -> EngineConfig:
+        """The launcher's config of the real engine on `host`."""
+        return EngineConfig(
+            kind="vllm",
+            model_dir=REAL_MODEL_DIR,
+            host=self.network.hosts[host].ip,
+            port=ENGINE_PORT,
+            max_lora_rank=64,
+            state_dir=self.workdir / host / "engine",
+        )
+
+    def start_agent(self, host: str, kind: str = "vllm", base_model: str = FAKE_MODEL) -> None:
         """Start `loraplex agent --register-with` on `host` and wait until it registered."""
         ip = self.network.hosts[host].ip
         (self.workdir / host).mkdir(exist_ok=True)
@@ -377,12 +436,12 @@ class Cluster:
             "agent",
             [
                 sys.executable, "-m", "loraplex.cli", "agent",
-                "--engine-url", self.engine_url(host), "--engine-kind", "vllm",
+                "--engine-url", self.engine_url(host), "--engine-kind", kind,
                 "--host", ip, "--port", str(AGENT_PORT),
                 "--cache-dir", str(self.agent_cache(host)),
                 "--cache-bytes", str(AGENT_CACHE_BYTES),
                 "--register-with", self.api_url(REGISTERS_WITH[host]),
-                "--name", host, "--base-model", FAKE_MODEL,
+                "--name", host, "--base-model", base_model,
                 "--max-lora-rank", "64", "--gpu-slots", "4", "--host-slots", "8",
             ],
             env=self.env(host),
@@ -428,7 +487,7 @@ def build_cluster(api_modes: dict[str, str]) -> Cluster:
     network = Network(log_dir=workdir)
     cluster = Cluster(network, workdir, api_modes=api_modes)
     try:
-        for host in ("data", *API_HOSTS, *ENGINE_HOSTS, "client"):
+        for host in ("data", *API_HOSTS, *ENGINE_HOSTS, *REAL_ENGINE_HOSTS, "client"):
             network.add_host(host)
         cluster.client = ClientHost(network)
         cluster.init_postgres()

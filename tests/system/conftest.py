@@ -18,13 +18,15 @@ from typing import Any
 import pytest
 
 from loraplex.adapters.facts import facts_to_json, read_base_model_facts
-from loraplex.serving.engines.launcher import ensure_model
+from loraplex.serving.engines.launcher import ensure_model, ensure_venv
 from tests.support.netns import leftovers, why_unavailable
 from tests.system import report
 from tests.system.cluster import (
     API_HOSTS,
     ENGINE_HOSTS,
     FAKE_MODEL,
+    REAL_ENGINE_HOSTS,
+    REAL_MODEL,
     REPO,
     Cluster,
     build_cluster,
@@ -133,6 +135,28 @@ def engines(cluster: Cluster) -> dict[str, str]:
     listed = _ok(_operator(cluster, "GET", "/api/v1/engines?limit=500"))
     ids = {e["name"]: e["id"] for e in listed["items"] if e["name"] in ENGINE_HOSTS}
     assert sorted(ids) == sorted(ENGINE_HOSTS), listed
+    for engine_id in ids.values():
+        for host in API_HOSTS:
+            wait_until(lambda e=engine_id, h=host: in_rotation(cluster, e, h), 60)  # type: ignore[misc]
+    return ids
+
+
+@pytest.fixture(scope="session")
+def real_engines(cluster: Cluster) -> dict[str, str]:
+    """Two hosts running vLLM's CPU server on the development model, each registered by its
+    agent and in rotation on both API hosts; engine host -> its API id."""
+    register_base(cluster, REAL_MODEL)
+    ensure_venv(cluster.real_engine_config(REAL_ENGINE_HOSTS[0]), say=print)
+    started = time.monotonic()
+    for host in REAL_ENGINE_HOSTS:  # side by side: each takes about half a minute alone
+        cluster.start_real_engine(host)
+    for host in REAL_ENGINE_HOSTS:
+        cluster.wait_for_real_engine(host)
+        cluster.start_agent(host, kind="vllm", base_model=REAL_MODEL)
+    print(f"\n[system] two vLLM engine hosts up in {time.monotonic() - started:.1f}s")
+    listed = _ok(_operator(cluster, "GET", "/api/v1/engines?limit=500"))
+    ids = {e["name"]: e["id"] for e in listed["items"] if e["name"] in REAL_ENGINE_HOSTS}
+    assert sorted(ids) == sorted(REAL_ENGINE_HOSTS), listed
     for engine_id in ids.values():
         for host in API_HOSTS:
             wait_until(lambda e=engine_id, h=host: in_rotation(cluster, e, h), 60)  # type: ignore[misc]

@@ -9,6 +9,7 @@ from tests.system import report
 from tests.system.cluster import FAKE_MODEL, Cluster
 from tests.system.conftest import make_tenant, usage_totals
 from tests.system.drills import CHAT_PATH, error_code, wait_until
+from tests.system.engine_streams import tokens_received
 
 SLOW_STREAM = "tokens=200 every=0.05"  # 10 s: in flight when its API host dies
 SLACK_S = 5.0  # renewal period and polling on a loaded 2-core host
@@ -60,6 +61,7 @@ def test_api_host_killed_frees_its_concurrency_lease_within_the_lease_time(
         f"api2 refused the tenant's 2nd request: 429 {error_code(refused)}; "
         f"then served it; the cut stream: {cut.get('error') or 'ended'}",
         f"usage: {stored['requests']} request(s), {stored['cut_streams']} cut stream(s) "
-        "recorded (the killed host's in-memory usage is lost)",
+        f"recorded; lost: the cut stream's {tokens_received(cut)} tokens the client had "
+        "received (bound: the dead host's streams in flight + its last 5 s of usage)",
         f"lease freed {freed_s:.1f}s after kill (lease {lease_s:.0f}s)",
     )

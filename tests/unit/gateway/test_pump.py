@@ -179,6 +179,21 @@ async def test_an_engine_silent_past_the_ttft_timeout_is_replaced_by_another() -
     await _eventually(lambda: silent.aborted == silent.started)  # not left running there
 
 
+async def test_a_silent_engine_that_misses_a_health_probe_leaves_the_rotation() -> None:
+    silent, healthy = ScriptedDriver("a", ["never"], first_delay_s=30), ScriptedDriver("b", ["ok"])
+
+    async def no_answer() -> EngineHealth:
+        await asyncio.sleep(30)  # cut off: the probe times out too
+        return EngineHealth(True, 0.0)
+
+    silent.health = no_answer  # type: ignore[method-assign]
+    router = _router(silent, healthy)
+    buffer = await _run(router, _job(ttft_timeout_s=0.2))
+    assert buffer.take().text == "ok"
+    assert router.registry.get("e0").healthy is False  # placement now looks elsewhere
+    assert router.registry.get("e1").healthy is True
+
+
 async def _eventually(check: Callable[[], bool], within_s: float = 2.0) -> None:
     """Wait for `check()`: aborts of a silent engine run beside the retry."""
     deadline = time.monotonic() + within_s
