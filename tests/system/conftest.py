@@ -125,6 +125,18 @@ def tenant(cluster: Cluster) -> Tenant:
     return make_tenant(cluster)
 
 
+def in_rotation_everywhere(cluster: Cluster, hosts: tuple[str, ...]) -> dict[str, str]:
+    """Wait until the engines the agents on `hosts` registered are in rotation on both API
+    hosts; engine host -> its API id."""
+    listed = _ok(_operator(cluster, "GET", "/api/v1/engines?limit=500"))
+    ids = {e["name"]: e["id"] for e in listed["items"] if e["name"] in hosts}
+    assert sorted(ids) == sorted(hosts), listed
+    for engine_id in ids.values():
+        for host in API_HOSTS:
+            wait_until(lambda e=engine_id, h=host: in_rotation(cluster, e, h), 60)  # type: ignore[misc]
+    return ids
+
+
 @pytest.fixture(scope="session")
 def engines(cluster: Cluster) -> dict[str, str]:
     """The two engine hosts, each registered by its own agent and in rotation on both API
@@ -132,13 +144,7 @@ def engines(cluster: Cluster) -> dict[str, str]:
     register_base(cluster, FAKE_MODEL)
     for host in ENGINE_HOSTS:
         cluster.start_engine_host(host)
-    listed = _ok(_operator(cluster, "GET", "/api/v1/engines?limit=500"))
-    ids = {e["name"]: e["id"] for e in listed["items"] if e["name"] in ENGINE_HOSTS}
-    assert sorted(ids) == sorted(ENGINE_HOSTS), listed
-    for engine_id in ids.values():
-        for host in API_HOSTS:
-            wait_until(lambda e=engine_id, h=host: in_rotation(cluster, e, h), 60)  # type: ignore[misc]
-    return ids
+    return in_rotation_everywhere(cluster, ENGINE_HOSTS)
 
 
 @pytest.fixture(scope="session")
@@ -154,13 +160,7 @@ def real_engines(cluster: Cluster) -> dict[str, str]:
         cluster.wait_for_real_engine(host)
         cluster.start_agent(host, kind="vllm", base_model=REAL_MODEL)
     print(f"\n[system] two vLLM engine hosts up in {time.monotonic() - started:.1f}s")
-    listed = _ok(_operator(cluster, "GET", "/api/v1/engines?limit=500"))
-    ids = {e["name"]: e["id"] for e in listed["items"] if e["name"] in REAL_ENGINE_HOSTS}
-    assert sorted(ids) == sorted(REAL_ENGINE_HOSTS), listed
-    for engine_id in ids.values():
-        for host in API_HOSTS:
-            wait_until(lambda e=engine_id, h=host: in_rotation(cluster, e, h), 60)  # type: ignore[misc]
-    return ids
+    return in_rotation_everywhere(cluster, REAL_ENGINE_HOSTS)
 
 
 def usage_totals(cluster: Cluster, tenant: Tenant, host: str = "api1") -> dict[str, int]:
