@@ -53,7 +53,8 @@ def _record_overhead(job: Job, buffer: StreamBuffer) -> None:
     if job.received_at is not None:
         phases["admission"] = job.started_at - job.received_at
     if job.engine_sent_at is not None:
-        phases["routing"] = job.engine_sent_at - job.started_at
+        # Time spent on engines that went silent is the engines', not the gateway's.
+        phases["routing"] = job.engine_sent_at - job.started_at - job.waited_on_silent_s
     if buffer.first_token_at is not None and buffer.first_relayed_at is not None:
         phases["relay"] = buffer.first_relayed_at - buffer.first_token_at
     for phase, seconds in phases.items():

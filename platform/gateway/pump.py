@@ -42,9 +42,10 @@ DRAIN_S = 1.0  # the most a finished request waits for the rest of the engine's 
 # wait for its connect timeout); held here so they are not collected mid-flight.
 _SILENT_ABORTS: set[asyncio.Task[None]] = set()
 # After a TTFT timeout the engine gets this long to answer a health probe; one that does not
-# leaves the rotation at once (the poller brings it back when it answers again), so that
-# placement puts the retry, and the requests after it, on another engine.
-SILENT_PROBE_S = 1.0
+# leaves this process's rotation at once (the poller brings it back when it answers again),
+# so that placement puts the retry, and the requests after it, on another engine. Less
+# than the poller's own limit (5 s): the client has already waited a whole TTFT timeout.
+SILENT_PROBE_S = 2.0
 
 
 @dataclass(frozen=True)
@@ -73,6 +74,7 @@ class Job:
     engine_name: str = ""
     engine_id: str | None = None
     attempts: int = 0
+    waited_on_silent_s: float = 0.0  # spent on engines that sent no first token in time
     # Called once the engine request is sent (and again, harmlessly, when the pump ends):
     # the request stops being urgent (gateway/lane.py).
     on_sent: Callable[[], None] = lambda: None
@@ -146,7 +148,7 @@ async def _first_token(
                 else EngineUnavailable("no healthy engine serves this model")
             )
         job.attempts += 1
-        job.engine_sent_at = clock()
+        job.engine_sent_at = sent_at = clock()
         live = _Live(prepared, job.request, job.attempts)
         job.on_sent()  # `live.next()` below writes the request before it first waits
         ttft_deadline = min(clock() + job.limits.ttft_timeout_s, deadline_total)
@@ -156,11 +158,16 @@ async def _first_token(
             if ttft_deadline >= deadline_total:  # the whole request's time is up
                 await live.close(abort=True)
                 raise
-            _abort_in_background(live)
-            if not await _answers(prepared):  # silent, not just busy: out of rotation now
+            # Probe before the abort frees the seat: an engine that does not answer leaves
+            # the rotation first, so no request queued for that seat is sent to it.
+            if not await _answers(prepared):  # silent, not just busy
                 await router.report_failure(prepared, EngineUnavailable("silent past TTFT"))
+            _abort_in_background(live)
             tried.add(prepared.engine.id)
             last_error = exc
+            job.waited_on_silent_s += clock() - sent_at
+            if clock() >= deadline_total:
+                raise _PhaseTimeout("total_timeout") from exc
             queue_deadline = min(clock() + job.limits.queue_timeout_s, deadline_total)
             log.warning(
                 "%s: engine %s sent no first token in %.1fs; trying another",
@@ -302,7 +309,8 @@ class _Live:
 
 
 async def _answers(prepared: Prepared) -> bool:
-    """Whether the engine answers a health probe within `SILENT_PROBE_S`."""
+    """Whether the engine answers a health probe within `SILENT_PROBE_S` (this process's
+    verdict; the other API processes' pollers reach their own)."""
     try:
         async with asyncio.timeout(SILENT_PROBE_S):
             return (await prepared.engine.driver.health()).healthy

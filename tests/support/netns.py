@@ -80,6 +80,8 @@ class Process:
     def stop(self, grace_s: float = 10.0) -> None:
         """Send the stop signal, then SIGKILL after `grace_s`; reap it."""
         if not self.is_running:
+            if self.group:  # the leader is gone; workers it left may not be
+                self.kill()
             return
         self._signal(self.stop_signal)
         try:

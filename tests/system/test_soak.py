@@ -6,7 +6,8 @@ What a user and the operator would check afterwards:
 - every tenant's usage in PostgreSQL equals the tokens its clients received, counted
   exactly, the streams whose users left included;
 - no concurrency lease left in Redis;
-- each API process's resident memory and open file descriptors flat (bounds below);
+- each API process's resident memory and open file descriptors flat: growth within
+  `RSS_GROWTH_BOUND` and `FD_GROWTH_BOUND` after a warm-up round;
 - neither agent's adapter cache ever above its budget.
 
 `LORAPLEX_SOAK_S` sets the length (default 120 s: `make test` time is budgeted).
@@ -135,7 +136,7 @@ def leases_left(cluster: Cluster) -> int:
 def request_body(rng: random.Random, model: str, kind: str) -> dict[str, Any]:
     """A chat request paced for the stand-ins: `tokens=N every=S` in the prompt."""
     if kind == "leaves":  # slow tokens: the user is gone before the next one is made
-        content = "tokens=20 every=0.3"
+        content = "tokens=20 every=0.5"
     elif kind == "slow":
         content = f"tokens={rng.randint(20, 40)} every=0.01"
     else:
@@ -217,8 +218,12 @@ def test_a_soak_across_both_api_hosts_bills_exactly_and_leaks_nothing(
         time.sleep(0.02)
     for sent in in_flight:
         sent.result = sent.future.result(90)
+    # Each request gives its leases back as it ends. Checked at once: one never given back
+    # would stay for the lease time (LORAPLEX_CONCURRENCY_LEASE_S, 5 s here) after its
+    # last renewal, and the soak's last seconds end many requests.
+    left_s = wait_until(lambda: leases_left(cluster) == 0, 3, 0.2, what="all leases given back")
     largest = watch.stop()
-    time.sleep(2)  # let the last cleanups (lease release, usage records) run
+    time.sleep(2)  # let the last cleanups (usage records) run
     after = {host: process_figures(pid) for host, pid in pids.items()}
 
     # What the clients saw: no 5xx; only the heavy tenant refused, and only with 429.
@@ -247,8 +252,6 @@ def test_a_soak_across_both_api_hosts_bills_exactly_and_leaks_nothing(
     wrong = {t: b for t, b in billed.items() if b[0] != b[1] or b[2] != b[3]}
     assert not wrong, f"(requests sent, stored, tokens received, billed) differ: {wrong}"
 
-    left = leases_left(cluster)
-    assert left == 0, f"{left} concurrency lease(s) left after the soak"
     for host in API_HOSTS:
         (rss0, fd0), (rss1, fd1) = before[host], after[host]
         assert rss1 - rss0 <= RSS_GROWTH_BOUND, (host, rss0, rss1)
@@ -264,7 +267,7 @@ def test_a_soak_across_both_api_hosts_bills_exactly_and_leaks_nothing(
         f"{statuses[(False, 200)] + statuses[(True, 200)]} x 200, {statuses[(True, 429)]} x 429 "
         f"(heavy tenant only), 0 x 5xx; kinds {dict(kinds)}",
         f"{total_billed} completion tokens billed = {total_received} received over "
-        f"{len(billed)} tenants; leases left {left}",
+        f"{len(billed)} tenants; no lease left {left_s:.1f}s after the last request",
         "; ".join(
             f"{h}: RSS {before[h][0] / mib:.0f}->{after[h][0] / mib:.0f} MiB, "
             f"fds {before[h][1]}->{after[h][1]}"

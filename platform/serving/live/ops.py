@@ -172,9 +172,10 @@ def _agent_error(response: httpx.Response, detail: str) -> Exception:
     the object store's failures keep their meaning (a 503 with Retry-After for the client),
     anything else is the engine side's."""
     try:
-        problem = str(response.json().get("type", ""))
+        body = response.json()
     except ValueError:
-        problem = ""
+        body = None
+    problem = str(body.get("type", "")) if isinstance(body, dict) else ""
     code = problem.rpartition(":")[2]
     if code == "object_store_unavailable":
         return StoreUnavailable(detail)
