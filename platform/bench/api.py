@@ -19,8 +19,16 @@ import httpx
 
 from loraplex.bench.server import api_process
 from loraplex.control.bootstrap import create_operator
+from loraplex.db import migrate
 from loraplex.db.config import sqlalchemy_config
 from loraplex.settings import Settings
+
+
+def operator_key(settings: Settings) -> str:
+    """A new operator's API key in the configured database, migrated first as `loraplex up`
+    does: a bench run on a fresh clone has no tables yet."""
+    migrate.upgrade(settings.database_url)
+    return asyncio.run(_operator_key(settings))
 
 
 async def _operator_key(settings: Settings) -> str:
@@ -71,7 +79,7 @@ def bench_api(settings: Settings, seconds: int, connections: int, json_path: Pat
     """Requests/s of `GET /api/v1/tenants/{id}` with a tenant key, against `GET /healthz`."""
     if shutil.which("wrk") is None:
         raise click.ClickException("needs wrk (Debian: apt-get install wrk)")
-    key = asyncio.run(_operator_key(settings))
+    key = operator_key(settings)
     env = {"LORAPLEX_DATABASE_URL": settings.database_url, "LORAPLEX_REDIS_URL": settings.redis_url}
     with api_process(env) as (url, _pid):
         auth = {"Authorization": f"Bearer {key}"}

@@ -32,7 +32,7 @@ import httpx
 import msgspec
 
 from loraplex.adapters.facts import facts_to_json, read_base_model_facts
-from loraplex.bench.api import _operator_key
+from loraplex.bench.api import operator_key
 from loraplex.bench.scrape import Buckets, quantile, read_histogram
 from loraplex.bench.server import api_process, without_shedding
 from loraplex.bench.tenants import tenant_key
@@ -277,7 +277,7 @@ def bench_gateway(
     """Engine direct vs through the gateway: tokens/s and TTFT at several concurrencies."""
     engine = EngineConfig(kind=kind)
     info = start_engine(engine, say=lambda line: click.echo(f"[engine] {line}", err=True))
-    operator = asyncio.run(_operator_key(settings))
+    operator = operator_key(settings)
     bias = steady_stream_bias(Path(info.model_dir))
     # Admission shedding off: this measures what the relay costs, not load shedding.
     measured = without_shedding(settings)

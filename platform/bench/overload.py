@@ -29,7 +29,7 @@ from pathlib import Path
 import click
 import httpx
 
-from loraplex.bench.api import _operator_key
+from loraplex.bench.api import operator_key
 from loraplex.bench.gateway import KIND_OPTION, _setup
 from loraplex.bench.server import api_process, without_shedding
 from loraplex.bench.tenants import tenant_key
@@ -207,7 +207,7 @@ def bench_overload(
     """Goodput and admitted p99 TTFT at 0.5x, 1x, 2x, 4x capacity, admission on vs off."""
     engine = EngineConfig(kind=kind)
     info = start_engine(engine, say=lambda line: click.echo(f"[engine] {line}", err=True))
-    operator = asyncio.run(_operator_key(settings))
+    operator = operator_key(settings)
     # The dev model's partial characters would stall streams at random (bench gateway).
     bias = steady_stream_bias(Path(info.model_dir))
     # The TTFT-estimate shedding is off in both: the cap (or nothing) is what is compared.

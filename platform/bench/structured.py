@@ -17,7 +17,7 @@ import aiohttp
 import click
 import msgspec
 
-from loraplex.bench.api import _operator_key
+from loraplex.bench.api import operator_key
 from loraplex.bench.gateway import KIND_OPTION, PROMPT, _one, _setup
 from loraplex.bench.server import api_process, without_shedding
 from loraplex.dev.corpus import VERDICT_SCHEMA
@@ -78,7 +78,7 @@ def bench_structured(settings: Settings, kind: str, rounds: int, max_tokens: int
     """TTFT of plain and json_schema requests, engine direct vs through the gateway."""
     engine = EngineConfig(kind=kind)
     info = start_engine(engine, say=lambda line: click.echo(f"[engine] {line}", err=True))
-    operator = asyncio.run(_operator_key(settings))
+    operator = operator_key(settings)
     with api_process(without_shedding(settings).to_env()) as (url, _):
         key = _setup(url, operator, engine, info.served_model)
         paths = {

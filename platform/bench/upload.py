@@ -8,7 +8,6 @@ the API process's peak RSS, which must not grow with the file size.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import secrets
 import subprocess
@@ -24,7 +23,7 @@ import httpx
 import numpy as np
 from safetensors.numpy import save_file
 
-from loraplex.bench.api import _operator_key
+from loraplex.bench.api import operator_key
 from loraplex.bench.server import api_process, free_port
 from loraplex.settings import Settings
 
@@ -170,7 +169,7 @@ def bench_upload(
     settings: Settings, sizes_mb: str, s3_endpoint: str, workdir: Path, json_path: Path
 ) -> None:
     """MB/s of a large adapter upload via the API vs boto3, and the API's peak RSS."""
-    operator = asyncio.run(_operator_key(settings))
+    operator = operator_key(settings)
     rows = []
     with moto_server() if not s3_endpoint else _given(s3_endpoint) as endpoint:
         bucket = f"bench-{secrets.token_hex(3)}"
