@@ -14,8 +14,7 @@ from litestar.middleware.base import DefineMiddleware
 from litestar.openapi.plugins import ScalarRenderPlugin
 from litestar.plugins.prometheus import PrometheusConfig, PrometheusController
 
-from loraplex import runtime
-from loraplex.api.deps import provide_principal, provide_settings, provide_store
+from loraplex.api.deps import provide_principal, service_dependencies
 from loraplex.api.openapi import LoraplexOpenAPIConfig
 from loraplex.api.paging import provide_page
 from loraplex.auth.access import PUBLIC, check_access
@@ -36,6 +35,7 @@ from loraplex.errors import exception_handlers
 from loraplex.finetune.controller import FineTuningController
 from loraplex.gateway.controller import InferenceController
 from loraplex.gateway.responses_controller import ResponsesController
+from loraplex.services import running_services
 from loraplex.settings import Settings
 from loraplex.web.app import WEB_PATHS, template_config, web_router
 
@@ -75,8 +75,12 @@ def create_app(settings: Settings | None = None) -> Litestar:
 
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
-        async with runtime.running(app.state, settings, db):
-            yield
+        async with running_services(settings, db) as services:
+            app.state.services = services
+            try:
+                yield
+            finally:
+                del app.state.services
 
     prometheus = PrometheusConfig(
         app_name="loraplex",
@@ -91,8 +95,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
         plugins=[SQLAlchemyPlugin(config=db)],
         dependencies={
             "principal": Provide(provide_principal, sync_to_thread=False),
-            "store": Provide(provide_store, sync_to_thread=False),
-            "settings": Provide(provide_settings, sync_to_thread=False),
+            **service_dependencies(),
             "page": Provide(provide_page, sync_to_thread=False),
         },
         middleware=[

@@ -174,7 +174,7 @@ def adapters_group() -> None:
 @click.pass_obj
 def reap_adapters(settings: Settings, stale_after: float) -> None:
     """Fail dead uploads and delete object-store files no version owns."""
-    from loraplex.api.deps import open_object_store
+    from loraplex.connections import open_object_store
     from loraplex.control.adapters.reaper import reap
     from loraplex.db.config import run_in_session
 

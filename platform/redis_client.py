@@ -1,6 +1,6 @@
 """The process's Redis: a real server from `LORAPLEX_REDIS_URL`, or an in-process stand-in.
 
-Admission (rate limits, concurrency leases, cold-load budget) and resumable streams keep
+Tenant quotas (rate limits, concurrency leases) and resumable streams keep
 their state in Redis. With a URL they talk to that server. Without one (the embedded
 all-in-one, `loraplex up`) they talk to `fakeredis`, a Redis implemented in Python, with Lua
 scripting (through `lupa`, Lua 5.1 like Redis), so the very same admission scripts run and

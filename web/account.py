@@ -13,10 +13,11 @@ from litestar.datastructures import FormMultiDict
 from litestar.response import Template
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from loraplex.api.deps import services_of
 from loraplex.control.users.service import UserService, verify_password
 from loraplex.db.models import User
 from loraplex.errors import InvalidInput, TooManyRequests
-from loraplex.web.session import SignInRequired, SignInThrottle, Viewer, start_session
+from loraplex.web.session import SignInRequired, Viewer, start_session
 
 
 class AccountController(Controller):
@@ -40,7 +41,7 @@ class AccountController(Controller):
         """Check the current password (attempts count as sign-ins do), set the new one, and
         carry on in a fresh session; sessions elsewhere end."""
         current, new = str(form.get("current", "")), str(form.get("new", ""))
-        throttle: SignInThrottle = request.app.state.sign_in_throttle
+        throttle = services_of(request.app).sign_in_throttle
         if not await throttle.allow_request(request, viewer.email):
             raise TooManyRequests("too many password attempts; wait a minute and try again")
         user = await _me(db_session, viewer)

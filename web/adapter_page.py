@@ -17,6 +17,7 @@ from litestar.params import QueryParameter
 from litestar.response import Template
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from loraplex.api.deps import services_of
 from loraplex.control.adapters.schemas import VersionOut
 from loraplex.db.models import Adapter
 from loraplex.serving.live import LivePlacement
@@ -30,7 +31,6 @@ from loraplex.web.adapter_reads import (
 )
 from loraplex.web.adapters import provide_adapter
 from loraplex.web.console import provide_tenant_id
-from loraplex.web.live import provide_live_placement
 from loraplex.web.paging import PageAsked, page_number
 
 PLACEMENT_EVERY_S = 2  # how often the page asks where the versions are
@@ -65,7 +65,7 @@ class AdapterPage(Controller):
     ) -> Template:
         """Versions and aliases with their actions, live placement, traffic."""
         context = await card_context(db_session, adapter)
-        placement = provide_live_placement(request)
+        placement = services_of(request.app).placement
         context["placement"] = _placement(placement, adapter, context["card"].versions)
         context["traffic"] = await adapter_traffic(db_session, adapter)
         context["every_s"] = PLACEMENT_EVERY_S
@@ -80,7 +80,7 @@ class AdapterPage(Controller):
         versions = await adapter_versions(db_session, adapter)
         context = {
             "adapter": adapter,
-            "placement": _placement(provide_live_placement(request), adapter, versions),
+            "placement": _placement(services_of(request.app).placement, adapter, versions),
             "every_s": PLACEMENT_EVERY_S,
         }
         return Template("console/_adapter_placement.html", context=context)

@@ -11,6 +11,7 @@ from typing import Any
 from urllib.parse import quote
 from uuid import UUID
 
+from advanced_alchemy.extensions.litestar import providers
 from litestar import Controller, Request, Response, get, post
 from litestar.datastructures import FormMultiDict
 from litestar.di import Provide
@@ -18,9 +19,9 @@ from litestar.response import Stream, Template
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from loraplex.adapters.store import ObjectStore
+from loraplex.api.downloads import stream_version_file
 from loraplex.api.multipart import save_multipart, upload_workdir
 from loraplex.control.adapters.aliases import AliasService
-from loraplex.control.adapters.controller import stream_version_file
 from loraplex.control.adapters.schemas import AdapterCreate, AliasSet, CanarySet
 from loraplex.control.adapters.service import AdapterService
 from loraplex.control.adapters.versions import VersionService
@@ -49,6 +50,8 @@ class AdapterPages(Controller):
     dependencies = {
         "tenant_id": Provide(provide_tenant_id, sync_to_thread=False),
         "adapter": Provide(provide_adapter),
+        **providers.create_service_dependencies(AliasService, key="aliases"),
+        **providers.create_service_dependencies(VersionService, key="versions"),
     }
 
     @post("/adapters", status_code=201)
@@ -75,6 +78,7 @@ class AdapterPages(Controller):
         request: Request[Any, Any, Any],
         adapter: Adapter,
         editor: Viewer,
+        versions: VersionService,
         db_session: AsyncSession,
         store: ObjectStore,
         settings: Settings,
@@ -85,9 +89,7 @@ class AdapterPages(Controller):
             received = workdir / "received"
             received.mkdir()
             files, _ = await save_multipart(request, received, settings.max_upload_bytes)
-            await VersionService(session=db_session).upload(
-                adapter, files, workdir, store, settings, editor.actor
-            )
+            await versions.upload(adapter, files, workdir, store, settings, editor.actor)
         return await _card(db_session, adapter, status=201)
 
     @post(ADAPTER + "/aliases", status_code=200)
@@ -96,20 +98,26 @@ class AdapterPages(Controller):
         form: FormMultiDict,
         adapter: Adapter,
         editor: Viewer,
+        aliases: AliasService,
         db_session: AsyncSession,
     ) -> Template:
         """Create an alias or promote it to another version."""
         alias = str(form.get("alias", "")).strip()
         version = convert({"version": number(form, "version")}, AliasSet).version
-        await AliasService(session=db_session).point(adapter, alias, version, editor.actor)
+        await aliases.point(adapter, alias, version, editor.actor)
         return await _card(db_session, adapter)
 
     @post(ALIAS + "/rollback", status_code=200)
     async def rollback_alias(
-        self, adapter: Adapter, alias: str, editor: Viewer, db_session: AsyncSession
+        self,
+        adapter: Adapter,
+        alias: str,
+        editor: Viewer,
+        aliases: AliasService,
+        db_session: AsyncSession,
     ) -> Template:
         """Point the alias back at its previous version."""
-        await AliasService(session=db_session).rollback(adapter, alias, editor.actor)
+        await aliases.rollback(adapter, alias, editor.actor)
         return await _card(db_session, adapter)
 
     @post(ALIAS + "/canary", status_code=200)
@@ -119,22 +127,26 @@ class AdapterPages(Controller):
         adapter: Adapter,
         alias: str,
         editor: Viewer,
+        aliases: AliasService,
         db_session: AsyncSession,
     ) -> Template:
         """Send a share of the alias's traffic to another version (weight 0 ends the canary)."""
         raw = {"version": number(form, "version"), "weight": number(form, "weight") or 0}
         data = convert({k: v for k, v in raw.items() if v is not None}, CanarySet)
-        await AliasService(session=db_session).set_canary(
-            adapter, alias, data.version, data.weight, editor.actor
-        )
+        await aliases.set_canary(adapter, alias, data.version, data.weight, editor.actor)
         return await _card(db_session, adapter)
 
     @post(VERSION + "/archive", status_code=200)
     async def archive_version(
-        self, adapter: Adapter, number: int, editor: Viewer, db_session: AsyncSession
+        self,
+        adapter: Adapter,
+        number: int,
+        editor: Viewer,
+        versions: VersionService,
+        db_session: AsyncSession,
     ) -> Template:
         """Retire a version: it can no longer be served or aliased (its files stay stored)."""
-        await VersionService(session=db_session).archive(adapter, number, editor.actor)
+        await versions.archive(adapter, number, editor.actor)
         return await _card(db_session, adapter)
 
     @get(VERSION + "/files/{filename:str}")
@@ -143,11 +155,10 @@ class AdapterPages(Controller):
         adapter: Adapter,
         number: int,
         filename: str,
-        db_session: AsyncSession,
+        versions: VersionService,
         store: ObjectStore,
     ) -> Stream:
         """Download one file of a stored version (members may too: reading is looking)."""
-        versions = VersionService(session=db_session)
         return await stream_version_file(versions, adapter, number, filename, store)
 
     @post(ALIAS + "/pin", status_code=200)
@@ -157,11 +168,11 @@ class AdapterPages(Controller):
         adapter: Adapter,
         alias: str,
         editor: Viewer,
+        aliases: AliasService,
         db_session: AsyncSession,
     ) -> Template:
         """Keep the alias's versions resident on engines (`pinned=true`), or let them be
         evicted again (`pinned=false`); pins count against the plan's `pinned_adapters`."""
-        aliases = AliasService(session=db_session)
         if form.get("pinned") == "true":
             await aliases.pin(adapter, alias, editor.actor)
         else:
@@ -170,10 +181,15 @@ class AdapterPages(Controller):
 
     @post(ALIAS + "/delete", status_code=200)
     async def delete_alias(
-        self, adapter: Adapter, alias: str, editor: Viewer, db_session: AsyncSession
+        self,
+        adapter: Adapter,
+        alias: str,
+        editor: Viewer,
+        aliases: AliasService,
+        db_session: AsyncSession,
     ) -> Template:
         """Delete an alias; `<adapter>@<alias>` stops resolving."""
-        await AliasService(session=db_session).remove(adapter, alias, editor.actor)
+        await aliases.remove(adapter, alias, editor.actor)
         return await _card(db_session, adapter)
 
 

@@ -10,14 +10,15 @@ from __future__ import annotations
 from typing import Annotated, Any
 from uuid import UUID
 
+from advanced_alchemy.extensions.litestar import providers
 from litestar import Controller, Request, get, post
 from litestar.datastructures import FormMultiDict
 from litestar.params import QueryParameter
 from litestar.response import Template
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from loraplex.api.deps import services_of
 from loraplex.control.quotas import QUOTA_FIELDS
-from loraplex.control.tenants.controller import access_changed, limits_changed
 from loraplex.control.tenants.schemas import TenantUpdate
 from loraplex.control.tenants.service import TenantService
 from loraplex.db.models import TenantStatus
@@ -26,7 +27,6 @@ from loraplex.finetune.ids import JOB, public
 from loraplex.web import admin_reads, reads
 from loraplex.web.audit import audit_page
 from loraplex.web.forms import convert, number
-from loraplex.web.live import provide_live_placement
 from loraplex.web.paging import PageAsked, page_number
 from loraplex.web.replica import fmt_ms, replica_stats
 from loraplex.web.session import Viewer
@@ -38,6 +38,7 @@ class AdminController(Controller):
     """`/admin` for operators."""
 
     path = "/admin"
+    dependencies = providers.create_service_dependencies(TenantService, key="tenants")
 
     @get("/", name="admin.overview")
     async def overview(
@@ -131,49 +132,50 @@ class AdminController(Controller):
         """One tenant: status, plan, and every limit with its override."""
         return await _tenant(db_session, tenant_id)
 
-    @post("/tenants/{tenant_id:uuid}/quota", status_code=200, after_response=limits_changed)
+    @post("/tenants/{tenant_id:uuid}/quota", status_code=200)
     async def set_quota(
         self,
         form: FormMultiDict,
         tenant_id: UUID,
         operator: Viewer,
+        tenants: TenantService,
         db_session: AsyncSession,
     ) -> Template:
         """Replace the overrides: a filled field overrides the plan, an empty one does not."""
         overrides = {name: number(form, name) for name in QUOTA_FIELDS}
-        await TenantService(session=db_session).set_overrides(
+        await tenants.set_overrides(
             tenant_id, {k: v for k, v in overrides.items() if v is not None}, operator.actor
         )
         return await _tenant(db_session, tenant_id, saved="Quota saved.")
 
-    @post("/tenants/{tenant_id:uuid}/plan", status_code=200, after_response=limits_changed)
+    @post("/tenants/{tenant_id:uuid}/plan", status_code=200)
     async def set_plan(
         self,
         form: FormMultiDict,
         tenant_id: UUID,
         operator: Viewer,
+        tenants: TenantService,
         db_session: AsyncSession,
     ) -> Template:
         """Move the tenant to another plan; its overrides stay."""
         data = convert({"plan": str(form.get("plan", ""))}, TenantUpdate)
-        await TenantService(session=db_session).update_tenant(tenant_id, data, operator.actor)
+        await tenants.update_tenant(tenant_id, data, operator.actor)
         return await _tenant(db_session, tenant_id, saved=f"Tenant is now on plan {data.plan}.")
 
-    @post("/tenants/{tenant_id:uuid}/status", status_code=200, after_response=access_changed)
+    @post("/tenants/{tenant_id:uuid}/status", status_code=200)
     async def set_status(
         self,
         form: FormMultiDict,
         tenant_id: UUID,
         operator: Viewer,
+        tenants: TenantService,
         db_session: AsyncSession,
     ) -> Template:
         """Suspend (its keys stop working) or resume a tenant."""
         wanted = form.get("status")
         if wanted not in (TenantStatus.ACTIVE, TenantStatus.SUSPENDED):
             raise InvalidInput("status must be 'active' or 'suspended'", param="status")
-        await TenantService(session=db_session).set_status(
-            tenant_id, TenantStatus(wanted), operator.actor
-        )
+        await tenants.set_status(tenant_id, TenantStatus(wanted), operator.actor)
         return await _tenant(db_session, tenant_id, saved=f"Tenant is now {wanted}.")
 
 
@@ -209,7 +211,7 @@ async def _tenants(session: AsyncSession) -> dict[str, Any]:
 async def _placement(request: Request[Any, Any, Any], session: AsyncSession) -> dict[str, Any]:
     """This process's placement map (None where it places nothing), hottest versions first,
     each named by tenant, adapter and version where the database knows it."""
-    placement = provide_live_placement(request)
+    placement = services_of(request.app).placement
     if placement is None:
         return {"placement": None}
     snapshot = placement.snapshot()

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 from uuid import UUID
 
+from advanced_alchemy.extensions.litestar import providers
 from litestar import Controller, Request, Response, get, post
 from litestar.datastructures import FormMultiDict
 from litestar.di import Provide
@@ -23,7 +24,8 @@ from loraplex.control.keys.service import ApiKeyService
 from loraplex.control.users.service import UserCreate, UserService
 from loraplex.db.models import UserRole
 from loraplex.errors import Forbidden, InvalidInput
-from loraplex.gateway.controller import model_ids, run_inference
+from loraplex.gateway.catalogue import model_ids
+from loraplex.gateway.http import INFERENCE, Inference
 from loraplex.web import reads
 from loraplex.web.audit import audit_page
 from loraplex.web.forms import convert
@@ -52,7 +54,12 @@ class ConsoleController(Controller):
     """`/console/...` for the users of one tenant."""
 
     path = "/console"
-    dependencies = {"tenant_id": Provide(provide_tenant_id, sync_to_thread=False)}
+    dependencies = {
+        "tenant_id": Provide(provide_tenant_id, sync_to_thread=False),
+        **INFERENCE,
+        **providers.create_service_dependencies(ApiKeyService, key="keys"),
+        **providers.create_service_dependencies(UserService, key="users"),
+    }
 
     @get("/", name="console.overview")
     async def overview(
@@ -113,29 +120,27 @@ class ConsoleController(Controller):
         form: FormMultiDict,
         tenant_id: UUID,
         editor: Viewer,
+        keys: ApiKeyService,
         db_session: AsyncSession,
     ) -> Template:
         """Mint a key; its secret is in this response only."""
         data = convert(
             {"name": form.get("name", "").strip(), "scopes": form.getall("scopes", [])}, KeyCreate
         )
-        created = await ApiKeyService(session=db_session).create_tenant_key(
-            tenant_id, data, editor.actor
-        )
+        created = await keys.create_tenant_key(tenant_id, data, editor.actor)
         return await _keys(db_session, tenant_id, created=created, status=201)
 
     @post("/keys/{key_id:uuid}/revoke", status_code=200)
     async def revoke_key(
         self,
-        request: Request[Any, Any, Any],
         tenant_id: UUID,
         key_id: UUID,
         editor: Viewer,
+        keys: ApiKeyService,
         db_session: AsyncSession,
     ) -> Template:
-        """Revoke a key; it stops working at once on this replica."""
-        key = await ApiKeyService(session=db_session).revoke(tenant_id, key_id, editor.actor)
-        request.app.state.authenticator.forget(key.prefix)
+        """Revoke a key; it stops working at once, on every replica."""
+        await keys.revoke(tenant_id, key_id, editor.actor)
         return await _keys(db_session, tenant_id)
 
     @get("/users", name="console.users")
@@ -149,22 +154,28 @@ class ConsoleController(Controller):
         form: FormMultiDict,
         tenant_id: UUID,
         editor: Viewer,
+        users: UserService,
         db_session: AsyncSession,
     ) -> Template:
         """A new user of the tenant with a first password (argon2), as the users API makes one."""
         fields = {k: str(form.get(k, "")).strip() for k in ("email", "name", "role")}
         data = convert({**fields, "password": str(form.get("password", ""))}, UserCreate)
-        await UserService(session=db_session).create_user(tenant_id, data, editor.actor)
+        await users.create_user(tenant_id, data, editor.actor)
         return await _users(db_session, tenant_id, status=201)
 
     @post("/users/{user_id:uuid}/remove", status_code=200)
     async def remove_user(
-        self, tenant_id: UUID, user_id: UUID, editor: Viewer, db_session: AsyncSession
+        self,
+        tenant_id: UUID,
+        user_id: UUID,
+        editor: Viewer,
+        users: UserService,
+        db_session: AsyncSession,
     ) -> Template:
         """Remove a user (not yourself: the tenant would lose its last way in)."""
         if user_id == editor.user_id:
             raise InvalidInput("you cannot remove yourself; ask another tenant admin")
-        await UserService(session=db_session).remove(tenant_id, user_id, editor.actor)
+        await users.remove(tenant_id, user_id, editor.actor)
         return await _users(db_session, tenant_id)
 
     @post("/users/{user_id:uuid}/password", status_code=200)
@@ -174,22 +185,26 @@ class ConsoleController(Controller):
         tenant_id: UUID,
         user_id: UUID,
         editor: Viewer,
+        users: UserService,
         db_session: AsyncSession,
     ) -> Template:
         """Give a user of the tenant a new password (they forgot theirs); their sessions end."""
         if user_id == editor.user_id:
             raise InvalidInput("change your own password on your account page", param="password")
-        users = UserService(session=db_session)
         user = await users.of_tenant(tenant_id, user_id)
         await users.set_password(user, str(form.get("password", "")), editor.actor)
         return await _users(db_session, tenant_id, saved=f"New password set for {user.email}.")
 
     @post("/users/{user_id:uuid}/sessions/end", status_code=200)
     async def end_sessions(
-        self, tenant_id: UUID, user_id: UUID, editor: Viewer, db_session: AsyncSession
+        self,
+        tenant_id: UUID,
+        user_id: UUID,
+        editor: Viewer,
+        users: UserService,
+        db_session: AsyncSession,
     ) -> Template:
         """Sign a user of the tenant out of every browser (their password stays)."""
-        users = UserService(session=db_session)
         user = await users.of_tenant(tenant_id, user_id)
         await users.end_sessions(user, editor.actor)
         return await _users(db_session, tenant_id, saved=f"{user.email} is signed out everywhere.")
@@ -224,11 +239,11 @@ class ConsoleController(Controller):
 
     @post("/playground/chat", status_code=200)
     async def playground_chat(
-        self, request: Request[Any, Any, Any], tenant_id: UUID
+        self, request: Request[Any, Any, Any], tenant_id: UUID, inference: Inference
     ) -> Response[Any]:
         """An OpenAI chat request from the playground, run exactly as `/v1/chat/completions`
         runs it for this tenant: quotas, admission, usage and the SSE stream included."""
-        return await run_inference(request, tenant_id, "chat")
+        return await inference.run(request, tenant_id, "chat")
 
 
 async def _keys(

@@ -16,13 +16,12 @@ from litestar.datastructures import FormMultiDict
 from litestar.response import Template
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from loraplex.control.engines.controller import provide_registry
+from loraplex.api.deps import services_of
 from loraplex.control.engines.schemas import EngineCreate
 from loraplex.control.engines.service import EngineService
 from loraplex.db.models import EngineKind
 from loraplex.web import admin_reads, reads
 from loraplex.web.forms import convert, number
-from loraplex.web.live import provide_live_placement
 from loraplex.web.session import Viewer
 
 FIELDS = ("name", "url", "kind", "base_model", "agent_url")
@@ -66,7 +65,7 @@ class EnginePages(Controller):
             {**fields, **{k: v for k, v in sizes.items() if v is not None}}, EngineCreate
         )
         engine = await EngineService(session=db_session).register(
-            data, operator.actor, provide_registry(request)
+            data, operator.actor, services_of(request.app).registry
         )
         saved = f"Engine {engine.name} registered; it takes requests once it answers."
         return await _engines(request, db_session, CARD, saved=saved, status=201)
@@ -81,7 +80,7 @@ class EnginePages(Controller):
     ) -> Template:
         """Retire a registered engine; requests in flight on it end with an error event."""
         await EngineService(session=db_session).deregister(
-            engine_id, operator.actor, provide_registry(request)
+            engine_id, operator.actor, services_of(request.app).registry
         )
         return await _engines(request, db_session, CARD, saved="Engine removed.")
 
@@ -95,8 +94,8 @@ async def _engines(
     status: int = 200,
 ) -> Template:
     """Every engine with this process's view of it: health, slots used, queues, in flight."""
-    engines = await EngineService(session=session).list_engines(provide_registry(request))
-    placement = provide_live_placement(request)
+    engines = await EngineService(session=session).list_engines(services_of(request.app).registry)
+    placement = services_of(request.app).placement
     snapshot = placement.snapshot() if placement is not None else None
     context = {
         "engines": engines,

@@ -26,10 +26,10 @@ from loraplex.db.models import (
     FineTuneJob,
 )
 from loraplex.finetune.ids import FILE, JOB, public
-from loraplex.finetune.jobs import ACTIVE, JobService
-from loraplex.finetune.schemas import CHECKPOINT_EVERY
+from loraplex.finetune.schemas import AUTO, CHECKPOINT_EVERY
+from loraplex.finetune.service import JobService
+from loraplex.finetune.transitions import ACTIVE
 from loraplex.web.charts import LineChart, line_chart
-from loraplex.workers.training import AUTO
 
 MAX_LOSS_POINTS = 2000  # newest events read for the loss curve
 EVENTS_SHOWN = 50  # newest events listed; the page says how many there are in all

@@ -22,8 +22,9 @@ from loraplex.control.adapters.service import AdapterService
 from loraplex.errors import Conflict, InvalidInput
 from loraplex.finetune.files import PURPOSE, FileService
 from loraplex.finetune.ids import FILE, JOB, public
-from loraplex.finetune.jobs import JobService
+from loraplex.finetune.queue import JobQueue
 from loraplex.finetune.schemas import JobCreate
+from loraplex.finetune.service import JobService
 from loraplex.settings import Settings
 from loraplex.web import finetune_reads, reads
 from loraplex.web.console import provide_tenant_id
@@ -95,11 +96,11 @@ class FineTuneController(Controller):
     @post("/", status_code=201)
     async def create_job(
         self,
-        request: Request[Any, Any, Any],
         tenant_id: UUID,
         editor: Viewer,
         form: FormMultiDict,
         db_session: AsyncSession,
+        job_queue: JobQueue,
     ) -> Response[Any]:
         """Queue a job for the workers and open its page."""
         hyper = {
@@ -117,9 +118,7 @@ class FineTuneController(Controller):
             "hyperparameters": hyper,
         }
         data = convert({k: v for k, v in fields.items() if v is not None}, JobCreate)
-        job = await JobService(db_session).create(tenant_id, data, editor.actor)
-        await db_session.commit()  # the worker must see the job before the task arrives
-        request.app.state.job_queue.validate(job.id)
+        job = await JobService(db_session).create(tenant_id, data, editor.actor, job_queue)
         where = f"/console/fine-tunes/{public(JOB, job.id)}"
         return Response(b"", status_code=201, headers={"HX-Redirect": where})
 

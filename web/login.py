@@ -8,7 +8,8 @@ from litestar import Controller, Request, get, post
 from litestar.response import Redirect, Template
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from loraplex.web.session import SESSION_HOME, SignInThrottle, sign_in, start_session
+from loraplex.api.deps import services_of
+from loraplex.web.session import SESSION_HOME, sign_in, start_session
 
 
 class LoginController(Controller):
@@ -29,7 +30,7 @@ class LoginController(Controller):
         """Check the password (argon2); a wrong one and an unknown email read the same."""
         form = await request.form()
         email, password = str(form.get("email", "")), str(form.get("password", ""))
-        throttle: SignInThrottle = request.app.state.sign_in_throttle
+        throttle = services_of(request.app).sign_in_throttle
         if not await throttle.allow_request(request, email):
             return _form(email, "Too many sign-in attempts. Wait a minute and try again.", 429)
         user = await sign_in(db_session, email, password)

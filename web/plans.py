@@ -12,7 +12,6 @@ from litestar.response import Template
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from loraplex.control.quotas import QUOTA_FIELDS
-from loraplex.control.tenants.controller import limits_changed
 from loraplex.control.tenants.schemas import PlanIn
 from loraplex.control.tenants.service import PlanService
 from loraplex.errors import Conflict
@@ -31,7 +30,7 @@ class PlanPages(Controller):
         """Every plan with its limits and how many tenants are on it, each as a form."""
         return await _plans(db_session, page=True)
 
-    @post("/", status_code=200, after_response=limits_changed)
+    @post("/", status_code=200)
     async def save_plan(
         self, form: FormMultiDict, operator: Viewer, db_session: AsyncSession
     ) -> Template:

@@ -25,6 +25,7 @@ from litestar.middleware.session.client_side import (
     ClientSideSessionBackend,
     CookieBackendConfig,
 )
+from redis.asyncio import Redis
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -182,14 +183,15 @@ class SignInThrottle:
     """At most `per_minute` sign-in attempts per email, and ten times that per client address
     (one address may be a whole office behind NAT; one email is one account under attack)."""
 
-    def __init__(self, per_minute: int, redis_url: str = ""):
-        storage: Storage = (
-            RedisStorage(
-                f"async+{redis_url}", implementation="redispy", key_prefix="loraplex:login"
+    def __init__(self, per_minute: int, redis: Redis | None = None):
+        storage: Storage = MemoryStorage()
+        if redis is not None:  # counts shared by every replica, on the process's own pool
+            storage = RedisStorage(
+                "async+redis://",
+                implementation="redispy",
+                key_prefix="loraplex:login",
+                connection_pool=redis.connection_pool,
             )
-            if redis_url
-            else MemoryStorage()
-        )
         self._limiter = MovingWindowRateLimiter(storage)
         self._per_email = RateLimitItemPerMinute(per_minute)
         self._per_address = RateLimitItemPerMinute(10 * per_minute)

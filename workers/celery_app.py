@@ -1,4 +1,4 @@
-"""The Celery application: queues `train` (GPU workers) and `default`.
+"""The Celery application: the queues of `loraplex.finetune.queue.Queue`, the beat schedule.
 
 The broker is `LORAPLEX_BROKER_URL`, else Redis (`LORAPLEX_REDIS_URL`), else — the embedded
 mode of `loraplex up` — kombu's filesystem transport in `<data_dir>/broker`, which needs no
@@ -6,7 +6,8 @@ server: the API, the worker and beat on one machine pass messages as files there
 
 Built by `make_celery(settings)` — nothing connects at import time. Tasks are registered by
 name in `loraplex.workers.tasks`, and the API sends them by name (loraplex.finetune.queue),
-so the API process never imports torch.
+so the API process never imports torch. Each process builds one app and keeps it: the API at
+start-up, a worker in `loraplex worker`, whose tasks enqueue through the app they run in.
 """
 
 from __future__ import annotations
@@ -15,8 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from celery import Celery
-from kombu import Queue
+from kombu import Queue as BrokerQueue
 
+from loraplex.finetune.queue import QUEUE_OF, Queue, TaskName
 from loraplex.settings import Settings
 
 
@@ -26,19 +28,22 @@ def make_celery(settings: Settings) -> Celery:
     app = Celery("loraplex", broker=url, set_as_current=True)
     app.conf.update(
         broker_transport_options=transport_options,
-        task_queues=(Queue("default"), Queue("train")),
-        task_default_queue="default",
-        task_routes={"loraplex.finetune.train": {"queue": "train"}},
+        task_queues=tuple(BrokerQueue(q.value) for q in Queue),
+        task_default_queue=Queue.DEFAULT.value,
+        task_routes={task.value: {"queue": queue.value} for task, queue in QUEUE_OF.items()},
         worker_prefetch_multiplier=1,  # one training job per worker process at a time
         broker_connection_retry_on_startup=True,
         task_ignore_result=True,
         worker_hijack_root_logger=False,
         beat_schedule={
             "reap-stuck-fine-tunes": {
-                "task": "loraplex.finetune.reap",
+                "task": TaskName.REAP_JOBS.value,
                 "schedule": settings.job_reap_interval_s,
             },
-            "reap-orphan-adapter-objects": {"task": "loraplex.adapters.reap", "schedule": 3600.0},
+            "reap-orphan-adapter-objects": {
+                "task": TaskName.REAP_ADAPTER_OBJECTS.value,
+                "schedule": 3600.0,
+            },
         },
     )
     app.conf.loraplex_settings = settings

@@ -6,13 +6,14 @@ import socket
 
 import click
 
+from loraplex.finetune.queue import Queue
 from loraplex.settings import Settings
+
+ALL_QUEUES = ",".join(q.value for q in (Queue.TRAIN, Queue.DEFAULT))
 
 
 @click.command()
-@click.option(
-    "--queues", "-Q", default="train,default", show_default=True, help="queues to consume"
-)
+@click.option("--queues", "-Q", default=ALL_QUEUES, show_default=True, help="queues to consume")
 @click.option(
     "--concurrency", "-c", default=1, show_default=True, help="worker processes (one per GPU)"
 )

@@ -1,15 +1,35 @@
-"""Dependencies every controller may ask for."""
+"""Dependencies every handler may ask for, and the one way to the process's services.
+
+Handlers name what they need as parameters — `gateway: Gateway`, `job_queue: JobQueue`,
+`settings: Settings` — and `service_dependencies()` provides each from the app's `Services`
+(loraplex.services). Middleware and guards, which take no dependencies, call `services_of`.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from litestar import Request
+from litestar import Litestar, Request
+from litestar.di import Provide
 
-from loraplex.adapters.store import ObjectStore, open_store
 from loraplex.auth.principal import Principal
 from loraplex.errors import Unauthenticated
-from loraplex.settings import Settings
+
+if TYPE_CHECKING:
+    from loraplex.services import Services
+
+# The fields of `Services` that handlers take as parameters of the same name.
+SERVICE_DEPENDENCIES = (
+    "settings",
+    "store",
+    "gateway",
+    "tenant_limits",
+    "job_queue",
+    "registry",
+    "placement",
+    "sign_in_throttle",
+    "redis",
+)
 
 
 def provide_principal(request: Request[Any, Any, Any]) -> Principal:
@@ -20,28 +40,20 @@ def provide_principal(request: Request[Any, Any, Any]) -> Principal:
     return user
 
 
-def provide_settings(request: Request[Any, Any, Any]) -> Settings:
-    """The process's settings."""
-    settings: Settings = request.app.state.settings
-    return settings
+def services_of(app: Litestar) -> Services:
+    """The app's running services (set by the app's lifespan)."""
+    services: Services = app.state.services
+    return services
 
 
-def provide_store(request: Request[Any, Any, Any]) -> ObjectStore:
-    """The adapter object store."""
-    store: ObjectStore = request.app.state.store
-    return store
+def _provider(name: str) -> Provide:
+    def provide(request: Request[Any, Any, Any]) -> Any:
+        return getattr(services_of(request.app), name)
+
+    provide.__name__ = f"provide_{name}"
+    return Provide(provide, sync_to_thread=False)
 
 
-def open_object_store(settings: Settings) -> ObjectStore:
-    """The object store the settings name: a local directory (embedded) or S3."""
-    if settings.object_store == "s3":
-        return open_store(
-            "s3",
-            bucket=settings.s3_bucket,
-            endpoint_url=settings.s3_endpoint_url or None,
-            region=settings.s3_region,
-            access_key=settings.s3_access_key_id or None,
-            secret_key=settings.s3_secret_access_key or None,
-            create_bucket=True,
-        )
-    return open_store("local", root=settings.data_dir / "objects")
+def service_dependencies() -> dict[str, Provide]:
+    """A dependency per name in `SERVICE_DEPENDENCIES`, read from the app's services."""
+    return {name: _provider(name) for name in SERVICE_DEPENDENCIES}

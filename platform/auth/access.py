@@ -18,6 +18,7 @@ from uuid import UUID
 from litestar.connection import ASGIConnection
 from litestar.handlers.base import BaseRouteHandler
 
+from loraplex.api.deps import services_of
 from loraplex.auth.agent_token import check_agent_token
 from loraplex.auth.principal import Principal, Scope
 from loraplex.errors import Forbidden, NotFound
@@ -45,7 +46,7 @@ async def check_access(
     if access in ("public", "session"):
         return
     if access == "agent":
-        check_agent_token(connection.headers, connection.app.state.settings.agent_token)
+        check_agent_token(connection.headers, services_of(connection.app).settings.agent_token)
         return
     principal = connection.scope.get("user")
     if not isinstance(principal, Principal):

@@ -7,6 +7,7 @@ import time
 from litestar.connection import ASGIConnection
 from litestar.middleware import AbstractAuthenticationMiddleware, AuthenticationResult
 
+from loraplex.api.deps import services_of
 from loraplex.auth.authenticator import KeyAuthenticator
 from loraplex.errors import Unauthenticated
 
@@ -22,6 +23,6 @@ class BearerKeyMiddleware(AbstractAuthenticationMiddleware):
         scheme, _, token = header.partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
             raise Unauthenticated("missing bearer API key (Authorization: Bearer <key>)")
-        authenticator: KeyAuthenticator = connection.app.state.authenticator
+        authenticator: KeyAuthenticator = services_of(connection.app).authenticator
         principal = await authenticator.authenticate(token.strip())
         return AuthenticationResult(user=principal, auth=principal)

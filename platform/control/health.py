@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from litestar import Controller, Request, Response, get
+from litestar import Controller, Response, get
+from redis.asyncio import Redis
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from loraplex.api.schemas import Output
 from loraplex.auth import access
 from loraplex.auth.principal import Principal
+from loraplex.settings import Settings
 
 
 class Me(Output):
@@ -34,7 +34,7 @@ class HealthController(Controller):
 
     @get("/readyz", operation_id="Readyz", opt=access.PUBLIC, include_in_schema=False)
     async def readyz(
-        self, db_session: AsyncSession, request: Request[Any, Any, Any]
+        self, db_session: AsyncSession, redis: Redis, settings: Settings
     ) -> Response[dict[str, str]]:
         """The database and Redis answer; 503 naming the one that does not."""
         checks = {"database": "ok", "redis": "ok"}
@@ -43,8 +43,8 @@ class HealthController(Controller):
         except Exception as exc:  # any driver error means "not ready"
             checks["database"] = f"error: {type(exc).__name__}"
         try:  # the real Redis, or in embedded mode the in-process stand-in
-            await request.app.state.redis.ping()
-            if not request.app.state.settings.redis_url:
+            await redis.ping()
+            if not settings.redis_url:
                 checks["redis"] = "embedded"
         except Exception as exc:  # connection refused, timeout, auth...
             checks["redis"] = f"error: {type(exc).__name__}"

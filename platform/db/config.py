@@ -8,7 +8,9 @@ from typing import Any, TypeVar
 
 from advanced_alchemy.config import EngineConfig
 from advanced_alchemy.extensions.litestar import AsyncSessionConfig, SQLAlchemyAsyncConfig
+from redis.asyncio import Redis
 
+from loraplex.changes import ChangeFeed
 from loraplex.settings import Settings
 
 T = TypeVar("T")
@@ -29,16 +31,24 @@ def sqlalchemy_config(settings: Settings) -> SQLAlchemyAsyncConfig:
 
 
 def run_in_session(settings: Settings, work: Callable[[Any], Awaitable[T]]) -> T:
-    """Run `work(session)` in one committed transaction, from synchronous code (the CLI)."""
+    """Run `work(session)` in one committed transaction, from synchronous code (the CLI);
+    changes it announces (loraplex.changes) are published to the API replicas."""
 
     async def run() -> T:
         config = sqlalchemy_config(settings)
+        # What the work changes in keys or limits reaches the API replicas' caches at once.
+        redis = Redis.from_url(settings.redis_url) if settings.redis_url else None
+        changes = ChangeFeed(redis)
+        await changes.start(subscribe=False)
         try:
             async with config.get_session() as session:
                 result = await work(session)
                 await session.commit()
                 return result
         finally:
+            await changes.stop()
+            if redis is not None:
+                await redis.aclose()
             await config.get_engine().dispose()
 
     return asyncio.run(run())

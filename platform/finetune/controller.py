@@ -16,7 +16,6 @@ from loraplex.auth.principal import Principal, Scope
 from loraplex.errors import Forbidden, InvalidInput
 from loraplex.finetune.files import FileService
 from loraplex.finetune.ids import FILE, public
-from loraplex.finetune.jobs import JobService
 from loraplex.finetune.openapi import (
     CREATE_FILE,
     CREATE_JOB,
@@ -26,6 +25,7 @@ from loraplex.finetune.openapi import (
     ONE_FILE,
     ONE_JOB,
 )
+from loraplex.finetune.queue import JobQueue
 from loraplex.finetune.schemas import (
     JobCreate,
     checkpoint_object,
@@ -33,6 +33,7 @@ from loraplex.finetune.schemas import (
     file_object,
     job_object,
 )
+from loraplex.finetune.service import JobService
 from loraplex.settings import Settings
 
 Limit = Annotated[int, Parameter(ge=1, le=100)]
@@ -124,7 +125,11 @@ class FineTuningController(Controller):
         status_code=200,
     )
     async def create_job(
-        self, request: Request[Any, Any, Any], principal: Principal, db_session: AsyncSession
+        self,
+        request: Request[Any, Any, Any],
+        principal: Principal,
+        db_session: AsyncSession,
+        job_queue: JobQueue,
     ) -> dict[str, Any]:
         """Create a job; it is validated and trained by the workers."""
         try:
@@ -132,9 +137,7 @@ class FineTuningController(Controller):
         except (msgspec.ValidationError, msgspec.DecodeError) as exc:
             raise InvalidInput(str(exc)) from exc
         jobs = JobService(db_session)
-        job = await jobs.create(_tenant(principal), data, principal.actor)
-        await db_session.commit()  # the worker must see the job before the task arrives
-        request.app.state.job_queue.validate(job.id)
+        job = await jobs.create(_tenant(principal), data, principal.actor, job_queue)
         return job_object(job, *await jobs.file_ids(job))
 
     @get("/v1/fine_tuning/jobs", operation_id="ListFineTuningJobs", operation_class=JOBS, opt=FT)

@@ -1,24 +1,61 @@
-"""Hands work to the Celery workers by task name, so the API never imports the trainer."""
+"""The queues and task names the API and the workers agree on, and the API's sender.
+
+Both sides read the names from here: `loraplex.workers.celery_app` declares the queues and
+routes from `Queue` and `QUEUE_OF`, the workers register their tasks under `TaskName`, and
+`JobQueue` sends by name, so the API process never imports the workers or the trainer. The
+task names are what travels over the broker: changing one strands the messages already queued
+and breaks workers still running the old code.
+"""
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Any
 from uuid import UUID
 
-VALIDATE_TASK = "loraplex.finetune.validate"
-TRAIN_TASK = "loraplex.finetune.train"
+
+class Queue(StrEnum):
+    """The broker queues: GPU workers consume `train`, any worker `default`."""
+
+    DEFAULT = "default"
+    TRAIN = "train"
+
+
+class TaskName(StrEnum):
+    """The name each Celery task is registered and sent under."""
+
+    VALIDATE = "loraplex.finetune.validate"
+    TRAIN = "loraplex.finetune.train"
+    REAP_JOBS = "loraplex.finetune.reap"
+    REAP_ADAPTER_OBJECTS = "loraplex.adapters.reap"
+
+
+# Only training needs a GPU worker; everything else is light and goes to `default`.
+QUEUE_OF = {TaskName.TRAIN: Queue.TRAIN}
+
+
+def queue_of(task: TaskName) -> Queue:
+    """The queue `task` is routed to."""
+    return QUEUE_OF.get(task, Queue.DEFAULT)
 
 
 class JobQueue:
-    """Sends fine-tuning tasks to their queues."""
+    """Sends fine-tuning tasks through one configured Celery app.
+
+    The app is built once per process (the API at start-up; a worker task passes the app it
+    runs in): building one per send would open a new broker connection pool every time.
+    """
 
     def __init__(self, celery: Any):
         self.celery = celery
 
     def validate(self, job_id: UUID) -> None:
-        """Queue the file validation of a new job (queue `default`)."""
-        self.celery.send_task(VALIDATE_TASK, args=[str(job_id)], queue="default")
+        """Queue the file validation of a new job."""
+        self._send(TaskName.VALIDATE, job_id)
 
     def train(self, job_id: UUID) -> None:
-        """Queue the training of a validated job (queue `train`)."""
-        self.celery.send_task(TRAIN_TASK, args=[str(job_id)], queue="train")
+        """Queue the training of a validated (or requeued) job."""
+        self._send(TaskName.TRAIN, job_id)
+
+    def _send(self, task: TaskName, job_id: UUID) -> None:
+        self.celery.send_task(task.value, args=[str(job_id)], queue=queue_of(task).value)

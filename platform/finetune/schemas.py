@@ -13,6 +13,8 @@ LoraTarget = Literal["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_pr
 
 
 CHECKPOINT_EVERY = 20  # steps between saved training states: a lost worker redoes at most this
+# What the worker trains with where a job says "auto"; the console shows the same values.
+AUTO = {"n_epochs": 3, "batch_size": 8, "learning_rate_multiplier": 1.0}
 
 
 class Hyperparameters(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):

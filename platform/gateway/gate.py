@@ -1,7 +1,7 @@
 """The gateway's admission step: quotas and rate limits in Redis, and overload shedding.
 
 Before a request touches an engine, the gate checks two load signals and then asks
-`Admission` to admit it within the tenant's limits:
+`TenantQuotas` to admit it within the tenant's limits:
 - a per-engine in-flight cap (`max_in_flight`) for engines like vLLM on CPU that run every
   request at once, so TTFT grows with concurrency rather than with a queue;
 - the TTFT estimate from queueing behind `parallelism` batch slots (in flight x measured
@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
 
-from loraplex.gateway.admission import Admission, AdmissionController, Ticket
+from loraplex.gateway.admission import OverloadShedder, TenantQuotas, Ticket
 from loraplex.gateway.admission.engine_cap import DEFAULT_CEILING, AdaptiveCap
 from loraplex.gateway.admission.errors import Overloaded
 from loraplex.gateway.admission.fair_share import (
@@ -80,13 +80,13 @@ class _Entry:
     at_cap: bool  # the cap was (nearly) reached
 
 
-class AdmissionGate:
-    """Admits requests against quotas and load; a gate without Admission admits everything."""
+class EngineGate:
+    """Admits requests against quotas and load; a gate without quotas admits everything."""
 
     def __init__(
         self,
-        admission: Admission | None,
-        controller: AdmissionController | None,
+        quotas: TenantQuotas | None,
+        shedder: OverloadShedder | None,
         router: EngineRouter,
         parallelism: int,
         max_in_flight: int = 0,
@@ -96,7 +96,7 @@ class AdmissionGate:
         adaptive: bool = False,
         ttft_slo_s: float = 0.0,
     ):
-        self.admission, self.controller, self.router = admission, controller, router
+        self.quotas, self.shedder, self.router = quotas, shedder, router
         self.parallelism, self.max_in_flight = parallelism, max_in_flight
         self.labeler, self.queue_wait_s = labeler or TenantLabeler(), queue_wait_s
         self.adaptive, self.ttft_slo_s = adaptive, ttft_slo_s
@@ -254,18 +254,18 @@ class AdmissionGate:
 
     def estimate_ttft_s(self, target: Target, prompt_tokens: int) -> float | None:
         """The TTFT a new request for `target` would see now, from the engines' load."""
-        if self.controller is None:
+        if self.shedder is None:
             return None
         engines = self.router.ordered(target)
         if not engines:
             return None
         loads = [
-            self.controller.load(
+            self.shedder.load(
                 e.id, in_flight=e.in_flight, queued=0, parallelism=self.parallelism
             )
             for e in engines
         ]
-        return self.controller.estimate_s(loads, prompt_tokens)
+        return self.shedder.estimate_s(loads, prompt_tokens)
 
     async def admit(
         self,
@@ -285,10 +285,10 @@ class AdmissionGate:
         )
         await self.wait_for_room(target, limits.get("priority", 0), tenant_id)
         self._enter(target, tenant_id, limits, request_id)  # `hold` gives it back at the end
-        if self.admission is None:
+        if self.quotas is None:
             return None
         try:
-            return await self.admission.admit(
+            return await self.quotas.admit(
                 tenant_id,
                 limits,
                 request_id=request_id,
@@ -321,10 +321,10 @@ class AdmissionGate:
                 self._leave(target, tenant_id)
 
         try:
-            if ticket is None or self.admission is None:
+            if ticket is None or self.quotas is None:
                 yield
                 return
-            async with self.admission.hold(ticket):
+            async with self.quotas.hold(ticket):
                 try:
                     yield
                 finally:
@@ -344,8 +344,8 @@ class AdmissionGate:
         entry = self._entries.pop(request_id, None)
         if engine_id is None:
             return
-        if self.controller is not None:
-            self.controller.observe(
+        if self.shedder is not None:
+            self.shedder.observe(
                 engine_id, service_s=service_s, prompt_tokens=prompt_tokens, prefill_s=ttft_s or 0.0
             )
         cap = self.caps.get(engine_id)

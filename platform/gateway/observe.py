@@ -8,7 +8,7 @@ from loraplex.gateway.buffer import StreamBuffer
 from loraplex.observability import metrics
 
 if TYPE_CHECKING:  # pump imports routing, which records adapter loads here
-    from loraplex.gateway.pump import Job
+    from loraplex.gateway.pump import EngineRun
 
 # How a stream's end maps to an HTTP-like status for the request counter.
 STATUS_BY_ERROR = {
@@ -29,7 +29,7 @@ def outcome(buffer: StreamBuffer) -> str | None:
     return None if buffer.finish_reason is not None else "client_disconnect"
 
 
-def record(job: Job, buffer: StreamBuffer, tenant: str, ended_at: float) -> None:
+def record(job: EngineRun, buffer: StreamBuffer, tenant: str, ended_at: float) -> None:
     """Count the request, its tokens and latencies, and the reason it was cut, if it was."""
     reason = outcome(buffer)
     status = 200 if reason is None else STATUS_BY_ERROR.get(reason, 502)
@@ -47,7 +47,7 @@ def record(job: Job, buffer: StreamBuffer, tenant: str, ended_at: float) -> None
     _record_overhead(job, buffer)
 
 
-def _record_overhead(job: Job, buffer: StreamBuffer) -> None:
+def _record_overhead(job: EngineRun, buffer: StreamBuffer) -> None:
     """The gateway's own phases of this request's TTFT, for those it reached."""
     phases = {}
     if job.received_at is not None:

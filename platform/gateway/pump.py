@@ -24,7 +24,7 @@ from loraplex.adapters.errors import StoreError, StoreUnavailable
 from loraplex.errors import LoraplexError
 from loraplex.gateway.buffer import StreamBuffer
 from loraplex.gateway.resolve import Target
-from loraplex.gateway.routing import EngineRouter, Prepared
+from loraplex.gateway.routing import EngineRouter, ReadyEngine
 from loraplex.serving.engines import (
     AdapterNotLoaded,
     EngineDied,
@@ -61,7 +61,7 @@ class StreamLimits:
 
 
 @dataclass
-class Job:
+class EngineRun:
     """One request as the pump runs it."""
 
     completion_id: str
@@ -86,7 +86,7 @@ class _PhaseTimeout(Exception):
 
 
 async def pump(
-    job: Job,
+    job: EngineRun,
     buffer: StreamBuffer,
     router: EngineRouter,
     clock: Callable[[], float] = time.monotonic,
@@ -128,20 +128,20 @@ async def pump(
 
 
 async def _first_token(
-    job: Job,
+    job: EngineRun,
     buffer: StreamBuffer,
     router: EngineRouter,
     clock: Callable[[], float],
     deadline_total: float,
-) -> _Live | None:
+) -> _EngineAttempt | None:
     queue_deadline = min(job.started_at + job.limits.queue_timeout_s, deadline_total)
     tried: set[str] = set()
     last_error: Exception | None = None
     while True:
-        prepared = await _with_deadline(
+        ready = await _with_deadline(
             router.prepare(job.target, exclude=tried), queue_deadline, clock, "queue_timeout"
         )
-        if prepared is None:
+        if ready is None:
             raise (
                 last_error
                 if last_error
@@ -149,21 +149,21 @@ async def _first_token(
             )
         job.attempts += 1
         job.engine_sent_at = sent_at = clock()
-        live = _Live(prepared, job.request, job.attempts)
-        job.on_sent()  # `live.next()` below writes the request before it first waits
+        attempt = _EngineAttempt(ready, job.request, job.attempts)
+        job.on_sent()  # `attempt.next()` below writes the request before it first waits
         ttft_deadline = min(clock() + job.limits.ttft_timeout_s, deadline_total)
         try:
-            chunk = await _with_deadline(live.next(), ttft_deadline, clock, "ttft_timeout")
+            chunk = await _with_deadline(attempt.next(), ttft_deadline, clock, "ttft_timeout")
         except _PhaseTimeout as exc:
             if ttft_deadline >= deadline_total:  # the whole request's time is up
-                await live.close(abort=True)
+                await attempt.close(abort=True)
                 raise
             # Probe before the abort frees the seat: an engine that does not answer leaves
             # the rotation first, so no request queued for that seat is sent to it.
-            if not await _answers(prepared):  # silent, not just busy
-                await router.report_failure(prepared, EngineUnavailable("silent past TTFT"))
-            _abort_in_background(live)
-            tried.add(prepared.engine.id)
+            if not await _answers(ready):  # silent, not just busy
+                await router.report_failure(ready, EngineUnavailable("silent past TTFT"))
+            _abort_in_background(attempt)
+            tried.add(ready.engine.id)
             last_error = exc
             job.waited_on_silent_s += clock() - sent_at
             if clock() >= deadline_total:
@@ -171,39 +171,43 @@ async def _first_token(
             queue_deadline = min(clock() + job.limits.queue_timeout_s, deadline_total)
             log.warning(
                 "%s: engine %s sent no first token in %.1fs; trying another",
-                job.completion_id, prepared.engine.name, job.limits.ttft_timeout_s,
+                job.completion_id, ready.engine.name, job.limits.ttft_timeout_s,
             )  # fmt: skip
             continue
         except RETRYABLE as exc:
-            await live.close(abort=False)
-            await router.report_failure(prepared, exc)
+            await attempt.close(abort=False)
+            await router.report_failure(ready, exc)
             if not isinstance(exc, AdapterNotLoaded):
-                tried.add(prepared.engine.id)
+                tried.add(ready.engine.id)
             last_error = exc
             log.warning(
-                "engine %s failed before the first token (%s); retrying", prepared.engine.name, exc
+                "engine %s failed before the first token (%s); retrying", ready.engine.name, exc
             )
             continue
         except BaseException:
-            await live.close(abort=True)
+            await attempt.close(abort=True)
             raise
-        job.engine_name, job.engine_id = prepared.engine.name, prepared.engine.id
+        job.engine_name, job.engine_id = ready.engine.name, ready.engine.id
         buffer.first_token_at = clock()
         if _feed(buffer, chunk):
-            await _end(live, buffer)
+            await _end(attempt, buffer)
             return None
-        return live
+        return attempt
 
 
 async def _relay(
-    job: Job, buffer: StreamBuffer, live: _Live, clock: Callable[[], float], deadline_total: float
+    job: EngineRun,
+    buffer: StreamBuffer,
+    attempt: _EngineAttempt,
+    clock: Callable[[], float],
+    deadline_total: float,
 ) -> None:
     try:
         while not buffer.closed:
             idle_deadline = min(clock() + job.limits.idle_timeout_s, deadline_total)
             code = "idle_timeout" if idle_deadline < deadline_total else "total_timeout"
             try:
-                chunk = await _with_deadline(live.next(), idle_deadline, clock, code)
+                chunk = await _with_deadline(attempt.next(), idle_deadline, clock, code)
             except StopAsyncIteration:
                 buffer.finish("stop")
                 break
@@ -213,14 +217,14 @@ async def _relay(
             if _feed(buffer, chunk):
                 break
     finally:
-        await _end(live, buffer)
+        await _end(attempt, buffer)
 
 
-async def _end(live: _Live, buffer: StreamBuffer) -> None:
+async def _end(attempt: _EngineAttempt, buffer: StreamBuffer) -> None:
     """Close the engine stream: read the rest of a finished reply (its usage chunk comes
     after the last finish), then end the buffer; abort one that did not finish."""
     done = buffer.choices_done and buffer.error is None
-    await live.close(abort=not done, counts_into=buffer if done else None)
+    await attempt.close(abort=not done, counts_into=buffer if done else None)
     if done:
         buffer.finish()
 
@@ -251,18 +255,18 @@ def _count(buffer: StreamBuffer, chunk: GenerateChunk) -> None:
         buffer.completion_tokens += 1
 
 
-class _Live:
+class _EngineAttempt:
     """One attempt's engine stream, with its own rid so it can be aborted."""
 
-    def __init__(self, prepared: Prepared, request: GenerateRequest, attempt: int):
-        self.prepared = prepared
+    def __init__(self, ready: ReadyEngine, request: GenerateRequest, attempt: int):
+        self.ready = ready
         self.rid = uuid.uuid4().hex
         self.request = GenerateRequest(
-            **{**_fields(request), "rid": self.rid, "adapter": prepared.adapter_name}
+            **{**_fields(request), "rid": self.rid, "adapter": ready.adapter_name}
         )
-        self._stream: AsyncIterator[GenerateChunk] = prepared.engine.driver.generate(self.request)
+        self._stream: AsyncIterator[GenerateChunk] = ready.engine.driver.generate(self.request)
         self._closed = False
-        prepared.engine.in_flight += 1
+        ready.engine.in_flight += 1
 
     async def next(self) -> GenerateChunk:
         """The next chunk; StopAsyncIteration at the end."""
@@ -274,11 +278,11 @@ class _Live:
         if self._closed:
             return
         self._closed = True
-        self.prepared.engine.in_flight -= 1
-        self.prepared.release()  # placement may now evict the adapter or release the next
+        self.ready.engine.in_flight -= 1
+        self.ready.release()  # placement may now evict the adapter or release the next
         if abort:
             try:
-                await asyncio.shield(self.prepared.engine.driver.abort(self.rid))
+                await asyncio.shield(self.ready.engine.driver.abort(self.rid))
             except Exception as exc:  # an unreachable engine has nothing left to abort
                 log.debug("abort of %s failed: %s", self.rid, exc)
         else:
@@ -308,19 +312,19 @@ class _Live:
             log.debug("draining %s failed: %s", self.rid, exc)
 
 
-async def _answers(prepared: Prepared) -> bool:
+async def _answers(ready: ReadyEngine) -> bool:
     """Whether the engine answers a health probe within `SILENT_PROBE_S` (this process's
     verdict; the other API processes' pollers reach their own)."""
     try:
         async with asyncio.timeout(SILENT_PROBE_S):
-            return (await prepared.engine.driver.health()).healthy
+            return (await ready.engine.driver.health()).healthy
     except Exception:  # timed out, refused, reset: it does not answer
         return False
 
 
-def _abort_in_background(live: _Live) -> None:
+def _abort_in_background(attempt: _EngineAttempt) -> None:
     """Abort a silent engine's request without waiting for the engine to answer."""
-    task = asyncio.create_task(live.close(abort=True), name=f"abort-{live.rid}")
+    task = asyncio.create_task(attempt.close(abort=True), name=f"abort-{attempt.rid}")
     _SILENT_ABORTS.add(task)
     task.add_done_callback(_SILENT_ABORTS.discard)
 
@@ -344,12 +348,12 @@ async def _with_deadline(awaitable, deadline: float, clock: Callable[[], float],
         raise _PhaseTimeout(code) from exc
 
 
-def _logged(job: Job, what: str, exc: EngineError) -> str:
+def _logged(job: EngineRun, what: str, exc: EngineError) -> str:
     """Log an engine failure with its detail (engine address, transport error) under the
     request's id; the client's message says what happened and that id, nothing internal."""
     log.warning("%s: %s (engine %s): %s", job.completion_id, what, job.engine_name, exc.detail)
     return f"{what}; quote {job.completion_id} when asking the operator"
 
 
-def _elapsed(job: Job, clock: Callable[[], float]) -> float:
+def _elapsed(job: EngineRun, clock: Callable[[], float]) -> float:
     return clock() - job.started_at

@@ -8,11 +8,11 @@ from typing import TYPE_CHECKING, Any
 from loraplex.gateway.buffer import ChoicePart, StreamBuffer, Taken
 
 if TYPE_CHECKING:
-    from loraplex.gateway.service import Call
+    from loraplex.gateway.service import AdmittedRequest
 
 
 def completion_body(
-    completion_id: str, call: Call, taken: Taken, buffer: StreamBuffer
+    completion_id: str, call: AdmittedRequest, taken: Taken, buffer: StreamBuffer
 ) -> dict[str, Any]:
     """The `chat.completion` or `text_completion` body: every choice, then the usage."""
     parts = {part.index: part for part in taken.parts}

@@ -7,8 +7,8 @@ or the Responses API's typed events (`responses_events`).
 
 from __future__ import annotations
 
-import time
 from typing import Any
+from uuid import UUID
 
 from litestar import Controller, Request, post
 from litestar.response import Response, Stream
@@ -16,12 +16,17 @@ from litestar.response import Response, Stream
 from loraplex.auth import access
 from loraplex.auth.principal import Principal, Scope
 from loraplex.errors import InvalidInput
-from loraplex.gateway.controller import SSE_HEADERS, tenant_of
 from loraplex.gateway.gate import headers_of
+from loraplex.gateway.http import INFERENCE, SSE_HEADERS, Inference, received_at, tenant_of
 from loraplex.gateway.openapi import RESPONSES
 from loraplex.gateway.responses_body import request_echo, response_body
 from loraplex.gateway.responses_events import ResponsesEncoder
-from loraplex.gateway.responses_schema import decode_request, in_responses_terms, to_chat
+from loraplex.gateway.responses_schema import (
+    ResponsesRequest,
+    decode_request,
+    in_responses_terms,
+    to_chat,
+)
 from loraplex.gateway.service import Gateway
 
 
@@ -29,6 +34,7 @@ class ResponsesController(Controller):
     """OpenAI's Responses API over Loraplex's engines (no stored state)."""
 
     tags = ["inference"]
+    dependencies = INFERENCE
 
     @post(
         "/v1/responses",
@@ -37,22 +43,29 @@ class ResponsesController(Controller):
         opt=access.tenant(Scope.INFERENCE),
         status_code=200,  # OpenAI answers 200, not Litestar's POST default of 201
     )
-    async def create(self, request: Request[Any, Any, Any], principal: Principal) -> Response[Any]:
+    async def create(
+        self, request: Request[Any, Any, Any], principal: Principal, inference: Inference
+    ) -> Response[Any]:
         """Create a response, streamed as typed SSE events when `stream` is true."""
-        return await run_response(request, tenant_of(principal))
+        tenant_id = tenant_of(principal)
+        body = decode_request(await request.body())
+        limits = await inference.tenant_limits.get(tenant_id)
+        return await run_response(inference.gateway, tenant_id, body, limits, received_at(request))
 
 
-async def run_response(request: Request[Any, Any, Any], tenant_id: Any) -> Response[Any]:
-    """Run the Responses API request in `request`'s body for `tenant_id`: a `response`
-    object, or its events as SSE."""
-    received_at = request.state.get("received_at", time.monotonic())
-    gateway: Gateway = request.app.state.gateway
-    body = decode_request(await request.body())
+async def run_response(
+    gateway: Gateway,
+    tenant_id: UUID,
+    body: ResponsesRequest,
+    limits: dict[str, int],
+    arrived: float,
+) -> Response[Any]:
+    """Run a Responses API request for `tenant_id`: a `response` object, or its events as
+    SSE."""
     chat = to_chat(body)
     echo = request_echo(body)
-    limits = await request.app.state.tenant_limits.get(tenant_id)
     try:
-        call = await gateway.prepare(tenant_id, chat, limits, received_at)
+        call = await gateway.prepare(tenant_id, chat, limits, arrived)
     except InvalidInput as exc:
         raise in_responses_terms(exc) from None
     headers = headers_of(call.ticket)

@@ -19,7 +19,11 @@ from loraplex.gateway.resolve import Target
 from loraplex.serving.disk_cache import DiskCache
 from loraplex.serving.engines import AdapterNotLoaded
 from loraplex.serving.live import LivePlacement
-from loraplex.serving.loader import engine_adapter_name, ensure_on_engine, version_id_of
+from loraplex.serving.loader import (
+    engine_adapter_name,
+    ensure_on_engine,
+    version_id_from_engine_name,
+)
 from loraplex.serving.policy import Tier
 from loraplex.serving.registry import EngineHandle, EngineRegistry
 
@@ -32,7 +36,7 @@ def _nothing() -> None:
 
 
 @dataclass(frozen=True)
-class Prepared:
+class ReadyEngine:
     """An engine ready to run the request, and how the adapter got there."""
 
     engine: EngineHandle
@@ -79,7 +83,7 @@ class EngineRouter:
 
     async def prepare(
         self, target: Target, exclude: set[str] | frozenset[str] = NO_EXCLUSIONS
-    ) -> Prepared | None:
+    ) -> ReadyEngine | None:
         """An engine with the adapter loaded and room for the request; None when none can serve.
 
         Raises the placement's refusals (429 over the cold-load budget, 503 deferred past the
@@ -89,15 +93,15 @@ class EngineRouter:
             return await self._placed(target, frozenset(exclude))
         for engine in self.ordered(target, frozenset(exclude)):
             if target.version_id is None:
-                return Prepared(engine, None)
+                return ReadyEngine(engine, None)
             placement = await ensure_on_engine(
                 engine, target.version_id, target.storage_key, dict(target.files), self.cache
             )
             observe.adapter_load(placement.tier_label, placement.seconds)
-            return Prepared(engine, placement.name, placement.tier_label, placement.seconds)
+            return ReadyEngine(engine, placement.name, placement.tier_label, placement.seconds)
         return None
 
-    async def _placed(self, target: Target, exclude: frozenset[str]) -> Prepared | None:
+    async def _placed(self, target: Target, exclude: frozenset[str]) -> ReadyEngine | None:
         assert self.placement is not None and target.version_id is not None
         seat = await self.placement.acquire(target.base_model, target.version_id)
         if seat is None:
@@ -107,18 +111,18 @@ class EngineRouter:
             return None
         label = tier_label(seat.tier)
         observe.adapter_load(label, seat.waited_s if seat.tier < Tier.LOADED else 0.0)
-        return Prepared(seat.engine, seat.adapter_name, label, seat.waited_s, seat.release)
+        return ReadyEngine(seat.engine, seat.adapter_name, label, seat.waited_s, seat.release)
 
-    async def report_failure(self, prepared: Prepared, error: Exception) -> None:
+    async def report_failure(self, ready: ReadyEngine, error: Exception) -> None:
         """An engine failed a request: forget what it held and take it out of rotation.
 
         A lost adapter (the engine restarted, or evicted it behind our back) is not the
         engine's fault: only its name is forgotten, so the next attempt reloads it.
         """
-        if prepared.adapter_name:
-            prepared.engine.loaded.discard(prepared.adapter_name)
-            version_id = version_id_of(prepared.adapter_name)
+        if ready.adapter_name:
+            ready.engine.loaded.discard(ready.adapter_name)
+            version_id = version_id_from_engine_name(ready.adapter_name)
             if self.placement is not None and version_id is not None:
-                self.placement.forget(prepared.engine.id, version_id)
+                self.placement.forget(ready.engine.id, version_id)
         if not isinstance(error, AdapterNotLoaded):
-            await self.registry.mark_unhealthy(prepared.engine.id, str(error))
+            await self.registry.mark_unhealthy(ready.engine.id, str(error))

@@ -19,10 +19,10 @@ from loraplex.errors import InvalidInput, LoraplexError
 from loraplex.gateway import observe
 from loraplex.gateway.admission import Ticket
 from loraplex.gateway.buffer import StreamBuffer, Taken
-from loraplex.gateway.gate import AdmissionGate
+from loraplex.gateway.gate import EngineGate
 from loraplex.gateway.lane import PriorityLane, Urgent
 from loraplex.gateway.options import checked_logit_bias
-from loraplex.gateway.pump import Job, StreamLimits, pump
+from loraplex.gateway.pump import EngineRun, StreamLimits, pump
 from loraplex.gateway.relay import encode_events, until_disconnect
 from loraplex.gateway.replies import completion_body
 from loraplex.gateway.resolve import ModelResolver, Target
@@ -63,7 +63,7 @@ class NoEngine(LoraplexError):
 
 
 @dataclass
-class Call:
+class AdmittedRequest:
     """A request ready to run: who, what, and the engine request without rid/adapter."""
 
     tenant_id: UUID
@@ -90,16 +90,25 @@ class Gateway:
         usage: Any | None,
         limits: StreamLimits,
         labeler: TenantLabeler | None = None,
-        gate: AdmissionGate | None = None,
+        gate: EngineGate | None = None,
         lane: PriorityLane | None = None,
+        resumable: ResumableStreams | None = None,
     ):
         self.resolver, self.router, self.usage, self.limits = resolver, router, usage, limits
-        self.gate = gate or AdmissionGate(None, None, router, parallelism=1)
+        self.gate = gate or EngineGate(None, None, router, parallelism=1)
         self.lane = lane or PriorityLane()
         self.labeler = labeler or TenantLabeler()
-        self.resumable: ResumableStreams | None = None  # set by loraplex.runtime (always)
+        self.resumable = resumable  # None: `stream_options.resumable` is answered with 404
         self._writers: set[asyncio.Task[None]] = set()
         self._pumps: set[asyncio.Task[None]] = set()  # strong references until they end
+
+    async def aclose(self) -> None:
+        """Cancel what still runs at shutdown: engine pumps and resumable-stream writers
+        (the server has stopped taking requests; their clients are gone)."""
+        tasks = [*self._pumps, *self._writers]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
     async def prepare(
         self,
@@ -107,7 +116,7 @@ class Gateway:
         body: ChatCompletionRequest | CompletionRequest,
         tenant_limits: dict[str, int],
         received_at: float | None = None,
-    ) -> Call:
+    ) -> AdmittedRequest:
         """Resolve the model and check sizes; every refusal happens before an engine is touched.
 
         From here until its engine request is sent the request is urgent: streams in flight
@@ -128,7 +137,7 @@ class Gateway:
         body: ChatCompletionRequest | CompletionRequest,
         tenant_limits: dict[str, int],
         received_at: float | None,
-    ) -> Call:
+    ) -> AdmittedRequest:
         resolution = await self.resolver.resolve(tenant_id, body.model)
         target = resolution.pick(body.user)
         is_chat = isinstance(body, ChatCompletionRequest)
@@ -162,7 +171,7 @@ class Gateway:
             include_usage=True,
             options=options,
         )
-        call = Call(
+        call = AdmittedRequest(
             tenant_id,
             target,
             request,
@@ -185,10 +194,10 @@ class Gateway:
         )
         return call
 
-    def start(self, call: Call) -> tuple[Job, StreamBuffer, asyncio.Task[None]]:
+    def start(self, call: AdmittedRequest) -> tuple[EngineRun, StreamBuffer, asyncio.Task[None]]:
         """Start the engine pump for a prepared call."""
         prefix = "chatcmpl-" if call.kind == "chat" else "cmpl-"
-        job = Job(
+        job = EngineRun(
             prefix + call.request_id,
             call.target,
             call.request,
@@ -208,7 +217,7 @@ class Gateway:
         if not task.cancelled():
             task.exception()  # a stream already told its client with an error event
 
-    async def _run(self, job: Job, buffer: StreamBuffer, call: Call) -> None:
+    async def _run(self, job: EngineRun, buffer: StreamBuffer, call: AdmittedRequest) -> None:
         try:
             async with self.gate.hold(call.ticket, call.target, call.tenant_id):
                 try:
@@ -240,7 +249,7 @@ class Gateway:
                 buffer.fail("aborted", "the request was cancelled")
             job.on_sent()  # never sent (refused, failed, cancelled): it is urgent no more
 
-    async def run_whole(self, call: Call) -> tuple[str, Taken, StreamBuffer]:
+    async def run_whole(self, call: AdmittedRequest) -> tuple[str, Taken, StreamBuffer]:
         """Run a non-streaming request to its end: its id, every choice whole, the counts."""
         job, buffer, task = self.start(call)
         await task
@@ -255,13 +264,13 @@ class Gateway:
             raise error(message)
         return job.completion_id, taken, buffer
 
-    async def complete(self, call: Call) -> dict[str, Any]:
+    async def complete(self, call: AdmittedRequest) -> dict[str, Any]:
         """Run a non-streaming request and build OpenAI's response body."""
         completion_id, taken, buffer = await self.run_whole(call)
         return completion_body(completion_id, call, taken, buffer)
 
     async def stream(
-        self, call: Call, encoder_for: Callable[[str], EventEncoder] | None = None
+        self, call: AdmittedRequest, encoder_for: Callable[[str], EventEncoder] | None = None
     ) -> AsyncIterator[bytes]:
         """Run a streaming request; the iterator yields SSE bytes and cleans up when closed.
 

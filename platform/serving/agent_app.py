@@ -28,7 +28,7 @@ from loraplex.errors import InvalidInput, exception_handlers
 from loraplex.serving.agent_registration import Registrar
 from loraplex.serving.live.facts import VersionFacts
 from loraplex.serving.live.ops import LocalOps
-from loraplex.serving.loader import engine_adapter_name, version_id_of
+from loraplex.serving.loader import engine_adapter_name, version_id_from_engine_name
 from loraplex.serving.registry import EngineHandle
 
 # The agent loads what the gateway already decided to place; owner and size do not matter.
@@ -116,7 +116,7 @@ def create_agent_app(
     @post("/unload", status_code=200, guards=guards)
     async def unload(data: UnloadIn) -> dict[str, Any]:
         """Unload an adapter Loraplex named; its disk copy may be evicted afterwards."""
-        version_id = version_id_of(data.name)
+        version_id = version_id_from_engine_name(data.name)
         if version_id is None:
             raise InvalidInput("not an adapter name Loraplex made", param="name")
         await ops.unload(handle, version_id)
@@ -126,7 +126,9 @@ def create_agent_app(
     async def adapters() -> dict[str, Any]:
         """What the engine holds now; folders of adapters it dropped are released."""
         handle.loaded = await handle.driver.list_loaded()
-        ops.held(handle, [v for v in map(version_id_of, handle.loaded) if v is not None])
+        ops.held(
+            handle, [v for v in map(version_id_from_engine_name, handle.loaded) if v is not None]
+        )
         cache = ops.cache
         return {
             "adapters": sorted(handle.loaded),

@@ -89,7 +89,7 @@ def agent(
     """
     import uvicorn
 
-    from loraplex.api.deps import open_object_store
+    from loraplex.connections import open_object_store
     from loraplex.serving.agent_app import AgentExposed, check_bind, create_agent_app
     from loraplex.serving.agent_registration import Registrar, Registration
     from loraplex.serving.disk_cache import DiskCache

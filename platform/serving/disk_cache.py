@@ -3,7 +3,30 @@
 Layout: `root/<version id>/<file>`. A version directory appears only complete — files are
 downloaded (and sha256-checked by the store) into `root/.incoming/` and the directory is
 renamed into place — so a present directory is trusted without re-hashing: versions are
-immutable. Eviction is LRU by bytes and never removes a version that is pinned (in use).
+immutable.
+
+The cache never chooses what to evict; an eviction policy from `loraplex.serving.policy`
+does, and the cache carries it out. There is one evictor per cache, in one of two modes:
+
+- Run by the policy core (`follow_policy`, called by live placement for the gateway's own
+  cache). The core's disk tier of each engine node already budgets the bytes and picks the
+  victims; its `Evict(DISK)` decisions arrive as `discard`. A discard of a version in use
+  (pinned: an engine still reads its folder) is carried out when the last pin goes, unless
+  the version is asked for again first. The cache chooses nothing among what the core
+  placed. Its one safety stop over budget is the copies a previous process left, which no
+  core knows of: those go first, oldest first, until the budget holds or none is left.
+  Should it still be over budget (several local engines or base models, each budgeted by
+  the core on its own, sharing this one cache), a hard cap removes the oldest unpinned
+  copies and says so in the log: a safety stop for a configuration the core does not
+  model, never the policy for one it does.
+- Standalone (the default, and `loraplex agent`, which has no policy core): the cache's own
+  `LruPolicy` from the policy package picks the least recently used unpinned version
+  whenever the cache is over its byte budget. That LRU is the only evictor of an agent's
+  disk: the gateway's core models an agent node's disk tier to place requests, but its disk
+  decisions for such a node are no-ops (`AgentOps`).
+
+In both modes a pinned version is never removed, so the cache may be over its budget while
+pins last.
 """
 
 from __future__ import annotations
@@ -14,12 +37,12 @@ import logging
 import os
 import shutil
 import uuid
-from collections import OrderedDict
 from collections.abc import AsyncIterator
 from pathlib import Path
 from uuid import UUID
 
 from loraplex.adapters.store import ObjectStore
+from loraplex.serving.policy import EvictionPolicy, LruPolicy
 
 log = logging.getLogger("loraplex.serving.disk_cache")
 
@@ -39,7 +62,12 @@ class DiskCache:
         self.downloads = 0  # downloads started: with single-flight, at most one per miss burst
         self.evictions = 0
         self.used_bytes = 0
-        self._sizes: OrderedDict[UUID, int] = OrderedDict()  # least recently used first
+        self._sizes: dict[UUID, int] = {}
+        # Picks victims over budget: every version, or once the policy core decides
+        # (`follow_policy`), only the copies left by a previous process.
+        self._evictor: EvictionPolicy = LruPolicy()
+        self._policy_decides = False
+        self._doomed: set[UUID] = set()  # discarded while pinned: evicted at the last unpin
         self._pins: dict[UUID, int] = {}
         self._downloads: dict[UUID, asyncio.Task[int]] = {}
         self._background: set[asyncio.Task[None]] = set()
@@ -48,6 +76,14 @@ class DiskCache:
     def __contains__(self, version_id: object) -> bool:
         """Whether the version is on disk now."""
         return version_id in self._sizes
+
+    def follow_policy(self) -> None:
+        """Leave eviction to the policy core's `discard` calls (see the module).
+
+        What is on disk now came from an earlier process: the cache's own LRU keeps only
+        those, until each is asked for again (then the core has placed it) or evicted.
+        """
+        self._policy_decides = True
 
     def path_of(self, version_id: UUID) -> Path:
         """The directory a version's files live in (whether or not it is cached)."""
@@ -69,6 +105,7 @@ class DiskCache:
     ) -> AsyncIterator[Path]:
         """Ensure the version is on disk and keep it there (pinned) inside the block."""
         files = {_plain_name(name): sha256 for name, sha256 in files.items()}
+        self._doomed.discard(version_id)  # asked for again: a pending discard is void
         # Pin before awaiting: a download that lands in the meantime may evict, and must
         # not pick the version this caller is about to read.
         self._pins[version_id] = self._pins.get(version_id, 0) + 1
@@ -92,8 +129,15 @@ class DiskCache:
         return self._pins.get(version_id, 0) > 0
 
     def discard(self, version_id: UUID) -> bool:
-        """Evict one version now (an eviction policy chose it); False if pinned or absent."""
-        if self.is_pinned(version_id) or version_id not in self._sizes:
+        """Evict one version now (the policy chose it); False if pinned or absent.
+
+        Following the policy, a pinned version is evicted when its last pin goes instead.
+        """
+        if version_id not in self._sizes:
+            return False
+        if self.is_pinned(version_id):
+            if self._policy_decides:
+                self._doomed.add(version_id)
             return False
         self._evict(version_id)
         return True
@@ -106,7 +150,10 @@ class DiskCache:
     async def _fetch(self, version_id: UUID, prefix: str, files: dict[str, str]) -> None:
         if version_id in self._sizes:
             self.hits += 1
-            self._sizes.move_to_end(version_id)
+            if self._policy_decides:  # the core placed it: no longer a leftover
+                self._evictor.on_remove(str(version_id))
+            else:
+                self._evictor.on_access(str(version_id), 0.0)
             return
         self.misses += 1
         task = self._downloads.get(version_id)
@@ -124,8 +171,7 @@ class DiskCache:
 
     async def _download(self, version_id: UUID, prefix: str, files: dict[str, str]) -> int:
         size = await asyncio.to_thread(self._download_blocking, version_id, prefix, files)
-        self._sizes[version_id] = size
-        self.used_bytes += size
+        self._add(version_id, size)
         self._evict_over_budget()
         return size
 
@@ -151,24 +197,57 @@ class DiskCache:
             self._pins[version_id] = remaining
             return
         self._pins.pop(version_id, None)
+        if version_id in self._doomed:  # the policy evicted it while it was in use
+            self._doomed.discard(version_id)
+            if version_id in self._sizes:
+                self._evict(version_id)
         self._evict_over_budget()  # the cache may be over budget because this was pinned
 
     def _evict_over_budget(self) -> None:
-        """Evict least recently used, unpinned versions until the cache fits its budget."""
-        for version_id in list(self._sizes):
-            if self.used_bytes <= self.budget_bytes:
-                return
-            if not self.is_pinned(version_id):
-                self._evict(version_id)
+        """Evict the evictor's unpinned victims until the budget holds or it has none."""
+        while self.used_bytes > self.budget_bytes:
+            victim = self._evictor.choose_victim(self._unpinned)
+            if victim is None:
+                break
+            self._evict(UUID(victim))
+        if self._policy_decides and self.used_bytes > self.budget_bytes:
+            self._enforce_hard_cap()
         if self.used_bytes > self.budget_bytes:
-            log.info(
-                "disk cache over budget (%d > %d): the rest is pinned",
-                self.used_bytes,
-                self.budget_bytes,
+            used, budget = self.used_bytes, self.budget_bytes
+            log.info("disk cache over budget (%d > %d): the rest is pinned", used, budget)
+
+    def _enforce_hard_cap(self) -> None:
+        """The safety stop under the policy core: the core budgets the disk per engine and
+        per base model, so several local engines or base models sharing this one cache can
+        together place more than it holds. Then the oldest unpinned copies go (a version
+        the core still counts on disk is downloaded again when next used), and the log says
+        the budget is shared too thinly."""
+        # Versions the core already evicted, waiting for their last reader, are as good as
+        # gone: counting them would evict a second version for the core's one.
+        leaving = sum(self._sizes[v] for v in self._doomed if v in self._sizes)
+        for version_id in [v for v in self._sizes if not self.is_pinned(v)]:
+            if self.used_bytes - leaving <= self.budget_bytes:
+                return
+            log.warning(
+                "disk cache over its budget under the policy core (several local engines or "
+                "base models share it): evicting %s, oldest first",
+                version_id,
             )
+            self._evict(version_id)
+
+    def _unpinned(self, key: str) -> bool:
+        return not self.is_pinned(UUID(key))
+
+    def _add(self, version_id: UUID, size: int) -> None:
+        self._sizes[version_id] = size
+        self.used_bytes += size
+        if not self._policy_decides:
+            self._evictor.on_insert(str(version_id), 0.0)
 
     def _evict(self, version_id: UUID) -> None:
         self.used_bytes -= self._sizes.pop(version_id)
+        self._doomed.discard(version_id)
+        self._evictor.on_remove(str(version_id))  # a no-op for its own victims
         self.evictions += 1
         # Rename now (instant, so a re-download can take the name at once); delete later.
         trashed = self._move_to_trash(self.path_of(version_id))
@@ -205,9 +284,8 @@ class DiskCache:
                 continue
             size = sum(p.stat().st_size for p in entry.iterdir() if p.is_file())
             found.append((entry.stat().st_mtime, version_id, size))
-        for _, version_id, size in sorted(found):
-            self._sizes[version_id] = size
-            self.used_bytes += size
+        for _, version_id, size in sorted(found):  # oldest first: the first victims
+            self._add(version_id, size)
 
 
 def _plain_name(name: str) -> str:

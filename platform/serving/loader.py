@@ -37,7 +37,7 @@ def engine_adapter_name(version_id: UUID) -> str:
     return ENGINE_NAME_PREFIX + version_id.hex
 
 
-def version_id_of(engine_name: str) -> UUID | None:
+def version_id_from_engine_name(engine_name: str) -> UUID | None:
     """The version an engine-side name stands for; None for a name Loraplex did not make."""
     if not engine_name.startswith(ENGINE_NAME_PREFIX):
         return None

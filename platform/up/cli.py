@@ -40,6 +40,7 @@ from loraplex.up.demo import (
 from loraplex.up.engine import ENGINE_PORT, EngineChild, cannot_run_here, engine_config
 from loraplex.up.layout import BASE_MODEL, Layout
 from loraplex.up.ready import print_ready
+from loraplex.workers.cli import ALL_QUEUES
 
 TICK_S = 5.0  # the terminal is never silent longer than this during a long step
 
@@ -336,7 +337,7 @@ def worker_process(layout: Layout, env: dict[str, str]) -> Process:
             return b" ready." in handle.read()
         return False
 
-    args = ["worker", "-Q", "train,default", "-c", "1", "-n", "loraplex@embedded"]
+    args = ["worker", "-Q", ALL_QUEUES, "-c", "1", "-n", "loraplex@embedded"]
     return Process(
         "worker", args, env, log, ready=ready, ready_timeout_s=120, pid_file=layout.pid_of("worker")
     )

@@ -13,6 +13,7 @@ from litestar.di import Provide
 from litestar.response import Stream
 
 from loraplex.adapters.store import ObjectStore
+from loraplex.api.downloads import stream_version_file
 from loraplex.api.multipart import save_multipart, upload_workdir
 from loraplex.auth import access
 from loraplex.auth.principal import Principal
@@ -27,10 +28,8 @@ from loraplex.control.adapters.schemas import (
     VersionOut,
 )
 from loraplex.control.adapters.service import AdapterService
-from loraplex.control.adapters.storage import VERSION_FILES
 from loraplex.control.adapters.versions import VersionService
 from loraplex.db.models import Adapter, AdapterAlias, AdapterVersion
-from loraplex.errors import NotFound
 from loraplex.settings import Settings
 
 ADAPTERS = "/api/v1/tenants/{tenant_id:uuid}/adapters"
@@ -233,18 +232,3 @@ class AdapterController(Controller):
     ) -> None:
         """Delete an alias."""
         await aliases.remove(target, alias, principal.actor)
-
-
-async def stream_version_file(
-    versions: VersionService, adapter: Adapter, number: int, filename: str, store: ObjectStore
-) -> Stream:
-    """One file of a stored version, streamed from the object store with its sha256."""
-    if filename not in VERSION_FILES:
-        raise NotFound(f"version files are {', '.join(VERSION_FILES)}")
-    version = await versions.stored(adapter, number)
-    sha = version.details.get("files", {}).get(filename, {}).get("sha256", "")
-    return Stream(
-        store.open_chunks(version.storage_key + filename),
-        media_type="application/octet-stream",
-        headers={"x-sha256": sha, "content-disposition": f'attachment; filename="{filename}"'},
-    )

@@ -10,20 +10,17 @@ placement loads again what it held, pinned versions first.
 
 from __future__ import annotations
 
-from typing import Any
-
 import msgspec
 from advanced_alchemy.extensions.litestar import providers
-from litestar import Controller, Request, delete, put
-from litestar.di import Provide
+from litestar import Controller, delete, put
 
 from loraplex.auth import access
-from loraplex.control.engines.controller import provide_registry
 from loraplex.control.engines.schemas import AgentRegistered, AgentRegistration, EngineName
 from loraplex.control.engines.service import EngineService
 from loraplex.errors import InvalidInput
 from loraplex.serving.live import LivePlacement
 from loraplex.serving.registry import EngineRegistry
+from loraplex.settings import Settings
 
 AGENT_ENGINE = "/api/v1/agents/engines/{name:str}"
 
@@ -32,28 +29,24 @@ class AgentController(Controller):
     """Self-registration, heartbeat and deregistration of agents' engines."""
 
     tags = ["agents"]
-    dependencies = {
-        **providers.create_service_dependencies(EngineService, key="engines"),
-        "registry": Provide(provide_registry, sync_to_thread=False),
-    }
+    dependencies = providers.create_service_dependencies(EngineService, key="engines")
 
     @put(AGENT_ENGINE, operation_id="RegisterAgentEngine", opt=access.AGENT)
     async def register(
         self,
-        request: Request[Any, Any, Any],
         name: str,
         data: AgentRegistration,
         engines: EngineService,
         registry: EngineRegistry | None,
+        placement: LivePlacement | None,
+        settings: Settings,
     ) -> AgentRegistered:
         """Register the agent's engine, or take its heartbeat."""
         valid_name(name)
         engine, restarted = await engines.register_from_agent(name, data, registry)
         await engines.repository.session.commit()
-        placement = request.app.state.get("placement")
-        if restarted and isinstance(placement, LivePlacement):
+        if restarted and placement is not None:
             await placement.engine_restarted(str(engine.id))
-        settings = request.app.state.settings
         return AgentRegistered(engine.id, settings.agent_heartbeat_s, restarted)
 
     @delete(AGENT_ENGINE, operation_id="DeregisterAgentEngine", opt=access.AGENT)

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
 from uuid import UUID
 
 from advanced_alchemy.extensions.litestar import providers
 from advanced_alchemy.filters import LimitOffset
 from advanced_alchemy.service import OffsetPagination
-from litestar import Controller, Request, delete, get, post
-from litestar.di import Provide
+from litestar import Controller, delete, get, post
 
 from loraplex.auth import access
 from loraplex.auth.principal import Principal
@@ -21,20 +19,11 @@ ENGINES = "/api/v1/engines"
 ENGINE = ENGINES + "/{engine_id:uuid}"
 
 
-def provide_registry(request: Request[Any, Any, Any]) -> EngineRegistry | None:
-    """The process's engine registry, or None where this process polls no engines."""
-    registry = request.app.state.get("registry")
-    return registry if isinstance(registry, EngineRegistry) else None
-
-
 class EngineController(Controller):
     """Register, list, inspect and retire the engines the gateway routes to."""
 
     tags = ["engines"]
-    dependencies = {
-        **providers.create_service_dependencies(EngineService, key="engines"),
-        "registry": Provide(provide_registry, sync_to_thread=False),
-    }
+    dependencies = providers.create_service_dependencies(EngineService, key="engines")
 
     @post(ENGINES, operation_id="RegisterEngine", opt=access.OPERATOR)
     async def register(

@@ -8,11 +8,10 @@ replica; the map's `pinned` shows both.
 
 from __future__ import annotations
 
-from typing import Any
 from uuid import UUID
 
 import msgspec
-from litestar import Controller, Request, delete, get, put
+from litestar import Controller, delete, get, put
 
 from loraplex.api.schemas import Output
 from loraplex.auth import access
@@ -70,9 +69,8 @@ class PinOut(Output):
     pinned: bool
 
 
-def _placement(request: Request[Any, Any, Any]) -> LivePlacement:
-    placement = request.app.state.get("placement")
-    if not isinstance(placement, LivePlacement):
+def _placing(placement: LivePlacement | None) -> LivePlacement:
+    if placement is None:
         raise Unavailable("this process does not place adapters")
     return placement
 
@@ -83,22 +81,21 @@ class PlacementController(Controller):
     tags = ["engines"]
 
     @get(PLACEMENT, operation_id="GetPlacement", opt=access.OPERATOR)
-    async def placement_map(self, request: Request[Any, Any, Any]) -> PlacementOut:
+    async def placement_map(self, placement: LivePlacement | None) -> PlacementOut:
         """Each version's tier per engine, slots used per engine, heat."""
-        placement = request.app.state.get("placement")
-        if not isinstance(placement, LivePlacement):
+        if placement is None:
             return PlacementOut(live=False, engines=[], versions=[])
         return msgspec.convert({"live": True, **placement.snapshot()}, PlacementOut)
 
     @put(PIN, operation_id="PinVersion", opt=access.OPERATOR)
-    async def pin(self, request: Request[Any, Any, Any], version_id: UUID) -> PinOut:
+    async def pin(self, placement: LivePlacement | None, version_id: UUID) -> PinOut:
         """Keep a version loaded once it is (within the tenant plan's `pinned_adapters`)."""
-        if not await _placement(request).pin(version_id):
+        if not await _placing(placement).pin(version_id):
             raise QuotaExceeded("the tenant's plan allows no more pinned adapters")
         return PinOut(version_id=version_id, pinned=True)
 
     @delete(PIN, operation_id="UnpinVersion", opt=access.OPERATOR, status_code=200)
-    async def unpin(self, request: Request[Any, Any, Any], version_id: UUID) -> PinOut:
+    async def unpin(self, placement: LivePlacement | None, version_id: UUID) -> PinOut:
         """Let a version be evicted again."""
-        _placement(request).unpin(version_id)
+        _placing(placement).unpin(version_id)
         return PinOut(version_id=version_id, pinned=False)

@@ -23,7 +23,7 @@ from loraplex.control.engines.schemas import (
 from loraplex.db.models import Adapter, AdapterVersion, BaseModel, Engine, EngineStatus, Tenant
 from loraplex.errors import Conflict, InvalidInput, NotFound
 from loraplex.serving.agent_liveness import AgentState
-from loraplex.serving.loader import version_id_of
+from loraplex.serving.loader import version_id_from_engine_name
 from loraplex.serving.registry import EngineHandle, EngineRegistry, EngineSource, handle_from_row
 
 
@@ -161,10 +161,12 @@ class EngineService(SQLAlchemyAsyncRepositoryService[Engine]):
             await self.view(engine_id, registry)  # 404 for an unknown engine
             return EngineAdaptersOut(engine_id=engine_id, live=False, adapters=[])
         names = sorted(handle.loaded)
-        owners = await self._owners([v for v in map(version_id_of, names) if v is not None])
+        owners = await self._owners(
+            [v for v in map(version_id_from_engine_name, names) if v is not None]
+        )
         adapters = []
         for name in names:
-            version_id = version_id_of(name)
+            version_id = version_id_from_engine_name(name)
             owner = owners.get(version_id) if version_id is not None else None
             adapters.append(owner(name) if owner else LoadedAdapterOut(name=name))
         return EngineAdaptersOut(engine_id=engine_id, live=True, adapters=adapters)

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
 from uuid import UUID
 
 from advanced_alchemy.extensions.litestar import providers
 from advanced_alchemy.filters import LimitOffset, OrderBy
 from advanced_alchemy.service import OffsetPagination
-from litestar import Controller, Request, delete, get, post
+from litestar import Controller, delete, get, post
 
 from loraplex.auth import access
 from loraplex.auth.principal import Principal
@@ -51,9 +50,7 @@ class ApiKeyController(Controller):
         key_id: UUID,
         keys: ApiKeyService,
         principal: Principal,
-        request: Request[Any, Any, Any],
     ) -> KeyOut:
-        """Revoke a key; it stops working at once on this replica, within seconds on others."""
+        """Revoke a key; it stops working at once, on every replica."""
         key = await keys.revoke(tenant_id, key_id, principal.actor)
-        request.app.state.authenticator.forget(key.prefix)
         return keys.to_out(key)

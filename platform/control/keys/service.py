@@ -10,6 +10,7 @@ from advanced_alchemy.service import SQLAlchemyAsyncRepositoryService
 
 from loraplex.auth.principal import Scope
 from loraplex.auth.secrets import mint_key
+from loraplex.changes import Change, announce
 from loraplex.control.audit.service import record
 from loraplex.control.keys.schemas import KeyCreate, KeyCreated, KeyOut
 from loraplex.db.models import ApiKey
@@ -95,6 +96,7 @@ class ApiKeyService(SQLAlchemyAsyncRepositoryService[ApiKey]):
                 tenant_id=tenant_id,
                 prefix=key.prefix,
             )
+            announce(self.repository.session, Change.KEY_REVOKED, key.prefix)
         return key
 
     @staticmethod

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
 from uuid import UUID
 
 from advanced_alchemy.extensions.litestar import providers
 from advanced_alchemy.filters import LimitOffset, OrderBy
 from advanced_alchemy.service import OffsetPagination
-from litestar import Controller, Request, delete, get, patch, post, put
+from litestar import Controller, delete, get, patch, post, put
 
 from loraplex.auth import access
 from loraplex.auth.principal import Principal
@@ -25,22 +24,6 @@ from loraplex.control.tenants.service import PlanService, TenantService
 from loraplex.db.models import Tenant, TenantStatus
 
 TENANT = "/api/v1/tenants/{tenant_id:uuid}"
-
-
-async def limits_changed(request: Request[Any, Any, Any]) -> None:
-    """After a quota or plan change is committed, this replica's gateway reads limits anew;
-    other replicas follow within their cache time."""
-    limits = getattr(request.app.state, "tenant_limits", None)
-    if limits is not None:
-        limits.forget_all()
-
-
-async def access_changed(request: Request[Any, Any, Any]) -> None:
-    """After a tenant is suspended, resumed or deleted, this replica checks its keys anew at
-    once; other replicas follow within the key cache's few seconds."""
-    authenticator = getattr(request.app.state, "authenticator", None)
-    if authenticator is not None:
-        authenticator.forget_all()
 
 
 class TenantController(Controller):
@@ -71,7 +54,7 @@ class TenantController(Controller):
         """One tenant."""
         return tenants.to_out(await tenants.visible(tenant_id))
 
-    @patch(TENANT, operation_id="UpdateTenant", opt=access.OPERATOR, after_response=limits_changed)
+    @patch(TENANT, operation_id="UpdateTenant", opt=access.OPERATOR)
     async def update_tenant(
         self, tenant_id: UUID, data: TenantUpdate, tenants: TenantService, principal: Principal
     ) -> TenantOut:
@@ -83,7 +66,6 @@ class TenantController(Controller):
         operation_id="SuspendTenant",
         opt=access.OPERATOR,
         status_code=200,
-        after_response=access_changed,
     )
     async def suspend_tenant(
         self, tenant_id: UUID, tenants: TenantService, principal: Principal
@@ -98,7 +80,6 @@ class TenantController(Controller):
         operation_id="ResumeTenant",
         opt=access.OPERATOR,
         status_code=200,
-        after_response=access_changed,
     )
     async def resume_tenant(
         self, tenant_id: UUID, tenants: TenantService, principal: Principal
@@ -108,7 +89,7 @@ class TenantController(Controller):
             await tenants.set_status(tenant_id, TenantStatus.ACTIVE, principal.actor)
         )
 
-    @delete(TENANT, operation_id="DeleteTenant", opt=access.OPERATOR, after_response=access_changed)
+    @delete(TENANT, operation_id="DeleteTenant", opt=access.OPERATOR)
     async def delete_tenant(
         self, tenant_id: UUID, tenants: TenantService, principal: Principal
     ) -> None:
@@ -124,7 +105,6 @@ class TenantController(Controller):
         f"{TENANT}/quota",
         operation_id="SetTenantQuota",
         opt=access.OPERATOR,
-        after_response=limits_changed,
     )
     async def set_quota(
         self, tenant_id: UUID, data: QuotaUpdate, tenants: TenantService, principal: Principal
@@ -149,7 +129,6 @@ class PlanController(Controller):
         "/api/v1/plans",
         operation_id="UpsertPlan",
         opt=access.OPERATOR,
-        after_response=limits_changed,
     )
     async def upsert_plan(self, data: PlanIn, plans: PlanService, principal: Principal) -> PlanOut:
         """Create a plan or replace it by name."""

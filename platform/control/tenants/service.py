@@ -10,6 +10,7 @@ from advanced_alchemy.service import SQLAlchemyAsyncRepositoryService
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from loraplex.changes import Change, announce
 from loraplex.control.audit.service import record
 from loraplex.control.quotas import check_limits, effective_limits
 from loraplex.control.tenants.schemas import PlanIn, QuotaOut, TenantCreate, TenantOut, TenantUpdate
@@ -52,6 +53,7 @@ class PlanService(SQLAlchemyAsyncRepositoryService[Plan]):
             plan.description, plan.limits = data.description, limits
             plan = await self.update(plan)
         record(self.repository.session, actor, "plan.upsert", plan, name=plan.name, limits=limits)
+        announce(self.repository.session, Change.TENANT_LIMITS)
         return plan
 
 
@@ -105,6 +107,8 @@ class TenantService(SQLAlchemyAsyncRepositoryService[Tenant]):
         record(
             self.repository.session, actor, "tenant.update", tenant, tenant_id=tenant.id, **changes
         )
+        if "plan" in changes:
+            announce(self.repository.session, Change.TENANT_LIMITS, str(tenant.id))
         return tenant
 
     async def set_status(self, tenant_id: UUID, status: TenantStatus, actor: str) -> Tenant:
@@ -113,6 +117,7 @@ class TenantService(SQLAlchemyAsyncRepositoryService[Tenant]):
         tenant.status = status
         tenant = await self.update(tenant)
         record(self.repository.session, actor, f"tenant.{status}", tenant, tenant_id=tenant.id)
+        announce(self.repository.session, Change.TENANT_ACCESS, str(tenant.id))
         return tenant
 
     async def quota(self, tenant_id: UUID) -> QuotaOut:
@@ -144,6 +149,7 @@ class TenantService(SQLAlchemyAsyncRepositoryService[Tenant]):
         await session.flush()
         await session.refresh(tenant)
         record(session, actor, "tenant.quota", tenant, tenant_id=tenant.id, overrides=limits)
+        announce(session, Change.TENANT_LIMITS, str(tenant.id))
         return await self.quota(tenant_id)
 
     @staticmethod

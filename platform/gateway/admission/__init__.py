@@ -1,19 +1,28 @@
-"""Admission for /v1: per-tenant rate limits and concurrency leases in Redis, overload shedding."""
+"""Admission for /v1: whether a request may run now, decided before any engine is touched.
+
+Three parts, each named for what it decides:
+- `TenantQuotas` (service.py): the tenant's rate limits, token budgets and concurrency
+  leases, in Redis;
+- `OverloadShedder` (overload.py): shedding by estimated TTFT when the engines are behind;
+- `EngineGate` (loraplex.gateway.gate): a place under each engine's adaptive in-flight cap,
+  shared fairly between tenants; it calls the other two.
+An admitted request holds a `Ticket` (ticket.py) until it ends.
+"""
 
 from loraplex.gateway.admission.errors import LimiterUnavailable, Overloaded, RateLimited
-from loraplex.gateway.admission.overload import AdmissionController
+from loraplex.gateway.admission.overload import OverloadShedder
 from loraplex.gateway.admission.policy import EngineLoad, ShedDecision
-from loraplex.gateway.admission.service import Admission, FailMode
+from loraplex.gateway.admission.service import FailMode, TenantQuotas
 from loraplex.gateway.admission.ticket import Ticket
 
 __all__ = [
-    "Admission",
-    "AdmissionController",
     "EngineLoad",
     "FailMode",
     "LimiterUnavailable",
+    "OverloadShedder",
     "Overloaded",
     "RateLimited",
     "ShedDecision",
+    "TenantQuotas",
     "Ticket",
 ]

@@ -12,9 +12,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from limits import RateLimitItemPerSecond
-from limits.aio.storage import RedisStorage
-from limits.aio.strategies import MovingWindowRateLimiter
 from redis.asyncio import Redis
 
 from loraplex.gateway.admission import scripts
@@ -170,26 +167,6 @@ class RedisLimiter:
         if limit == NO_LIMIT:
             return None
         return BucketState(limit, float(level), self.window_s)
-
-
-class ColdLoadBudget:
-    """Adapter loads from the object store per tenant per window: a plain `limits` moving
-    window, since nothing here needs to be combined with other limits or given back."""
-
-    def __init__(self, url: str, client: Redis | None, *, prefix: str, window_s: float):
-        options: dict[str, Any] = {}
-        if client is not None:  # share the caller's pool and its timeouts
-            options["connection_pool"] = client.connection_pool
-        storage = RedisStorage(
-            f"async+{url}", implementation="redispy", key_prefix=f"{prefix}cold", **options
-        )
-        self._limiter = MovingWindowRateLimiter(storage)
-        self._window_s = max(1, round(window_s))
-
-    async def charge(self, tenant_id: str, limit: int) -> bool:
-        """Count one cold load; False when the tenant is out of cold loads for now."""
-        item = RateLimitItemPerSecond(limit, self._window_s)
-        return await self._limiter.hit(item, tenant_id)
 
 
 def _text(value: Any) -> str:

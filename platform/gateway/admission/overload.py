@@ -53,7 +53,7 @@ class TimedEwma:
         return default if entry is None else entry.value
 
 
-class AdmissionController:
+class OverloadShedder:
     """Estimates the TTFT a new request would see and sheds the lowest priority first."""
 
     def __init__(

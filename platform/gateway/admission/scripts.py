@@ -8,7 +8,8 @@ costs one round trip per limit and leaves partial charges behind on a refusal. I
 no way to give tokens back (the reservation is prompt + max_tokens, reconciled to actual
 use), and its moving window stores one list entry per unit of cost — a 4,000-token request
 pushes 4,000 entries. Concurrency leases (a sorted set pruned by expiry) are not a rate limit
-at all. `limits` still runs the cold-load budget, where a single plain moving window fits.
+at all. (The cold-load budget is not admission's: live placement's policy core keeps it, see
+loraplex.serving.policy.budget.)
 
 Keys share the tenant's hash tag (`{tenant}`) so a Redis Cluster keeps them on one slot.
 Numbers cross the Lua boundary as strings: Redis truncates Lua floats to integers.

@@ -1,4 +1,4 @@
-"""`Admission`, the one object the gateway calls: admit, hold while running, release.
+"""`TenantQuotas`, the one object the gateway calls: admit, hold while running, release.
 
 Order of checks: overload first (in-process, no Redis — a shed request spends no quota and
 an overloaded gateway sends no extra traffic to Redis), then one atomic Redis call for every
@@ -34,8 +34,8 @@ from redis.exceptions import RedisError
 from loraplex.gateway.admission import refusals
 from loraplex.gateway.admission.errors import LimiterUnavailable, Overloaded
 from loraplex.gateway.admission.leases import LeaseRenewer
-from loraplex.gateway.admission.limiter import ColdLoadBudget, Outcome, RedisLimiter
-from loraplex.gateway.admission.overload import AdmissionController
+from loraplex.gateway.admission.limiter import Outcome, RedisLimiter
+from loraplex.gateway.admission.overload import OverloadShedder
 from loraplex.gateway.admission.policy import WINDOW_S, retry_after, utc_day
 from loraplex.gateway.admission.ticket import Ticket
 from loraplex.observability.metrics import ADMISSION_REJECTIONS, TenantLabeler
@@ -105,7 +105,7 @@ def connect(url: str, timeout_s: float) -> Redis:
     )
 
 
-class Admission:
+class TenantQuotas:
     """Tenant rate limits, concurrency leases and overload shedding for /v1 requests."""
 
     def __init__(
@@ -118,14 +118,13 @@ class Admission:
         window_s: float = WINDOW_S,
         timeout_s: float = 0.5,  # as `ratelimit_redis_timeout_s`: a loaded host may lag 0.1 s
         key_prefix: str = "loraplex:admission:",
-        overload: AdmissionController | None = None,
+        overload: OverloadShedder | None = None,
         labeler: TenantLabeler | None = None,
     ):
         if fail_mode not in ("closed", "open"):
             raise ValueError(f"fail_mode must be 'closed' or 'open', not {fail_mode!r}")
         self._owns_client = isinstance(redis, str)
         self.client = connect(redis, timeout_s) if isinstance(redis, str) else redis
-        url = redis if isinstance(redis, str) else "redis://"
         self.lease_s, self.fail_mode, self.clock, self.timeout_s = (
             lease_s,
             fail_mode,
@@ -136,7 +135,6 @@ class Admission:
         self.limiter = RedisLimiter(
             self.client, prefix=key_prefix, window_s=window_s, lease_s=lease_s
         )
-        self.cold_loads = ColdLoadBudget(url, self.client, prefix=key_prefix, window_s=window_s)
         self._last_fail_log = -FAIL_OPEN_LOG_EVERY_S
 
     async def admit(
@@ -203,21 +201,6 @@ class Admission:
         finally:
             await renewer.stop()
             await self.release(ticket)
-
-    async def charge_cold_load(self, tenant_id: UUID | str, limits: Mapping[str, int]) -> bool:
-        """Count an adapter load from the object store; False when the tenant is over budget."""
-        limit = limits.get("cold_loads_per_minute")
-        if limit is None:
-            return True
-        try:
-            async with redis_deadline(self.timeout_s):
-                allowed = await self.cold_loads.charge(str(tenant_id), limit)
-        except REDIS_ERRORS as exc:
-            self._limiter_down(exc, str(tenant_id))
-            return True
-        if not allowed:
-            ADMISSION_REJECTIONS.labels("cold_loads", self.labeler(str(tenant_id))).inc()
-        return allowed
 
     async def aclose(self) -> None:
         """Close the Redis client if this object made it."""

@@ -9,7 +9,7 @@ from loraplex.gateway.admission.policy import BucketState, ratelimit_headers
 
 @dataclass
 class Ticket:
-    """An admitted request. Release it (or leave `Admission.hold`) exactly once."""
+    """An admitted request. Release it (or leave `TenantQuotas.hold`) exactly once."""
 
     tenant_id: str
     request_id: str

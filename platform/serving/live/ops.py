@@ -91,7 +91,7 @@ class LocalOps:
             self._let_go(handle.id, version_id)
 
     def discard(self, version_id: UUID) -> None:
-        """Remove the disk copy unless an engine still holds it (then it is pinned)."""
+        """Remove the disk copy; one an engine still holds (pinned) goes when it lets go."""
         self.cache.discard(version_id)
 
     def _hold(self, engine_id: str, version_id: UUID) -> None:
@@ -111,7 +111,8 @@ class AgentOps:
     """Loads through the node's `loraplex agent`, which owns that node's disk cache.
 
     The agent pulls a version from the object store as part of `/load` and keeps its own
-    cache within its budget, so the policy's disk-tier actions are no-ops here. Each request
+    cache within its budget, so the policy's disk-tier actions are no-ops here: the only
+    evictor of that node's disk is the agent's cache's own LRU (disk_cache.py). Each request
     carries the shared agent token (`LORAPLEX_AGENT_TOKEN`) when one is set.
     """
 
@@ -150,7 +151,7 @@ class AgentOps:
         """The agent follows its engine itself (on `GET /adapters`)."""
 
     def discard(self, version_id: UUID) -> None:
-        """The agent's cache evicts by its own budget."""
+        """The agent's cache evicts by its own budget (its LRU), not by this decision."""
 
     async def aclose(self) -> None:
         """Close the HTTP client."""

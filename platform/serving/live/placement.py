@@ -35,11 +35,12 @@ from loraplex.serving.live.hints import AliasWatcher
 from loraplex.serving.live.load_times import LoadTime
 from loraplex.serving.live.ops import OpsRouter
 from loraplex.serving.live.pins import PinChanges, Pins
-from loraplex.serving.live.pool import Pool, Ticket
+from loraplex.serving.live.pool import Pool, SlotClaim
 from loraplex.serving.live.runner import ActionRunner
 from loraplex.serving.live.view import VersionTiers, snapshot, tiers_of
-from loraplex.serving.loader import engine_adapter_name, version_id_of
+from loraplex.serving.loader import engine_adapter_name, version_id_from_engine_name
 from loraplex.serving.policy import (
+    TIER_COSTS,
     Deferred,
     Dispatch,
     NodeSpec,
@@ -51,7 +52,6 @@ from loraplex.serving.policy import (
     TierCosts,
 )
 from loraplex.serving.registry import EngineHandle, EngineRegistry
-from loraplex.serving.simulator.costs import TIER_COSTS
 
 log = logging.getLogger("loraplex.serving.live")
 RE_ROUTE = (EngineUnavailable, EngineDied)  # the engine failed a load: try another one
@@ -97,6 +97,8 @@ class LivePlacement:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.registry, self.ops, self.facts = registry, ops, facts
+        # The cores decide what leaves this process's disk cache; it only carries that out.
+        ops.local.cache.follow_policy()
         self.config = config = config or LiveConfig()
         self.hints = hints
         self.clock = clock
@@ -140,29 +142,29 @@ class LivePlacement:
             if isinstance(outcome, Deferred):
                 await self._wait_deferred(outcome, started)
                 continue  # same request id: the core holds its ticket
-            ticket = Ticket(
+            claim = SlotClaim(
                 request, outcome.node_id, pool.epoch(outcome.node_id) or 0, outcome.found, now
             )
-            pool.tickets[request_id] = ticket
+            pool.claims[request_id] = claim
             self.runner.apply(pool, outcome.node_id, outcome.actions)
             self.dispatch(pool, outcome.node_id)
-            dispatch = await self._await_dispatch(pool, ticket)
+            dispatch = await self._await_dispatch(pool, claim)
             if dispatch is None:
                 request_id = next(self._ids)  # its engine left: route afresh
                 continue
-            return self._seat(pool, ticket)
+            return self._seat(pool, claim)
 
-    async def _await_dispatch(self, pool: Pool, ticket: Ticket) -> Dispatch | None:
+    async def _await_dispatch(self, pool: Pool, claim: SlotClaim) -> Dispatch | None:
         try:
-            return await ticket.future
+            return await claim.future
         except asyncio.CancelledError:
-            if ticket.running:  # released just as the caller gave up
-                self._release(pool, ticket)
+            if claim.running:  # released just as the caller gave up
+                self._release(pool, claim)
             else:
-                ticket.abandoned = True  # finished at once when dispatched (dispatch())
+                claim.abandoned = True  # finished at once when dispatched (dispatch())
             raise
         except RE_ROUTE as exc:
-            await self.registry.mark_unhealthy(ticket.node_id, f"adapter load failed: {exc}")
+            await self.registry.mark_unhealthy(claim.node_id, f"adapter load failed: {exc}")
             return None
 
     async def _wait_deferred(self, deferred: Deferred, started: float) -> None:
@@ -171,28 +173,28 @@ class LivePlacement:
             raise PlacementDeferred(deferred.until - now)
         await asyncio.sleep(max(0.0, deferred.until - now))
 
-    def _seat(self, pool: Pool, ticket: Ticket) -> Seat:
-        handle = pool.handle(ticket.node_id)
-        assert handle is not None  # a running ticket's engine only leaves after it ran
-        name = engine_adapter_name(UUID(ticket.request.version_id))
+    def _seat(self, pool: Pool, claim: SlotClaim) -> Seat:
+        handle = pool.handle(claim.node_id)
+        assert handle is not None  # a running claim's engine only leaves after it ran
+        name = engine_adapter_name(UUID(claim.request.version_id))
         return Seat(
             handle,
             name,
-            ticket.found,
-            self.clock() - ticket.routed_at,
-            lambda: self._release(pool, ticket),
+            claim.found,
+            self.clock() - claim.routed_at,
+            lambda: self._release(pool, claim),
         )
 
-    def _release(self, pool: Pool, ticket: Ticket) -> None:
-        if ticket.released:
+    def _release(self, pool: Pool, claim: SlotClaim) -> None:
+        if claim.released:
             return
-        ticket.released = True
-        pool.tickets.pop(ticket.request.request_id, None)
-        if not pool.current(ticket):
+        claim.released = True
+        pool.claims.pop(claim.request.request_id, None)
+        if not pool.current(claim):
             return  # that engine incarnation left the core with its state
-        actions = pool.core.request_finished(ticket.node_id, ticket.request, self.clock())
-        self.runner.apply(pool, ticket.node_id, actions)
-        self.dispatch(pool, ticket.node_id)
+        actions = pool.core.request_finished(claim.node_id, claim.request, self.clock())
+        self.runner.apply(pool, claim.node_id, actions)
+        self.dispatch(pool, claim.node_id)
 
     def dispatch(self, pool: Pool, node_id: str) -> None:
         """Release what the core lets run on the engine now, waking each request's caller."""
@@ -201,14 +203,14 @@ class LivePlacement:
             if not batch:
                 return
             for released in batch:
-                ticket = pool.tickets.get(released.request.request_id)
-                if ticket is None:
+                claim = pool.claims.get(released.request.request_id)
+                if claim is None:
                     continue
-                ticket.running = True
-                if ticket.abandoned or ticket.future.done():
-                    self._release(pool, ticket)  # nobody waits for it: give the room back
+                claim.running = True
+                if claim.abandoned or claim.future.done():
+                    self._release(pool, claim)  # nobody waits for it: give the room back
                 else:
-                    ticket.future.set_result(released)
+                    claim.future.set_result(released)
 
     def forget(self, engine_id: str, version_id: UUID) -> None:
         """The engine said it lacks the adapter: drop it from the core's view of that engine."""
@@ -264,7 +266,9 @@ class LivePlacement:
         handle = pool.handle(node_id)
         if handle is None:
             return
-        reported = {str(v) for v in map(version_id_of, handle.loaded) if v is not None}
+        reported = {
+            str(v) for v in map(version_id_from_engine_name, handle.loaded) if v is not None
+        }
         reported -= self.runner.recently_unloaded(node_id)
         for key in reported - pool.core.cluster.versions.keys():
             if key in self.versions:
@@ -329,7 +333,9 @@ class LivePlacement:
     async def _learn(self, pool: Pool, node_id: str) -> None:
         """Read facts of versions an engine holds that this process has not seen (restart)."""
         handle = pool.handle(node_id)
-        for version_id in filter(None, map(version_id_of, list(handle.loaded if handle else ()))):
+        for version_id in filter(
+            None, map(version_id_from_engine_name, list(handle.loaded if handle else ()))
+        ):
             if str(version_id) not in self.versions:
                 await self._know(version_id)
 

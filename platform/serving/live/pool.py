@@ -29,8 +29,9 @@ SpecOf = Callable[[EngineHandle], NodeSpec]
 
 
 @dataclass(eq=False)
-class Ticket:
-    """A request the policy accepted: where it was routed and what it waits for."""
+class SlotClaim:
+    """A routed request's claim on a slot of its engine: where the policy sent it and the
+    dispatch it waits for. Once dispatched it becomes the caller's `Seat` (placement.py)."""
 
     request: Request
     node_id: str
@@ -63,7 +64,7 @@ class Pool:
         self.core = PolicyCore([], [], costs, config)
         self.spec_of = spec_of
         self.nodes: dict[str, _Node] = {}
-        self.tickets: dict[int, Ticket] = {}
+        self.claims: dict[int, SlotClaim] = {}
         self._epochs = itertools.count(1)
 
     def sync(self, healthy: Iterable[EngineHandle]) -> list[EngineHandle]:
@@ -86,11 +87,11 @@ class Pool:
         """An engine left: forget its state; requests still waiting there must re-route."""
         self.core.remove_node(node_id)
         del self.nodes[node_id]
-        for request_id, ticket in list(self.tickets.items()):
-            if ticket.node_id == node_id and not ticket.running:
-                del self.tickets[request_id]
-                if not ticket.future.done():
-                    ticket.future.set_result(None)
+        for request_id, claim in list(self.claims.items()):
+            if claim.node_id == node_id and not claim.running:
+                del self.claims[request_id]
+                if not claim.future.done():
+                    claim.future.set_result(None)
 
     def fits(self, rank: int) -> bool:
         """Whether some engine in rotation can serve this rank."""
@@ -106,6 +107,6 @@ class Pool:
         node = self.nodes.get(node_id)
         return node.epoch if node is not None else None
 
-    def current(self, ticket: Ticket) -> bool:
-        """Whether the ticket's engine is still the incarnation it was routed to."""
-        return self.epoch(ticket.node_id) == ticket.epoch
+    def current(self, claim: SlotClaim) -> bool:
+        """Whether the claim's engine is still the incarnation it was routed to."""
+        return self.epoch(claim.node_id) == claim.epoch

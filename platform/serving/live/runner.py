@@ -123,9 +123,9 @@ class ActionRunner:
         """Undo the load in the core; its waiting requests get the error."""
         log.warning("loading %s into %s failed: %s", action.version_id, action.tier.name, error)
         for request in pool.core.load_failed(node_id, action.version_id, action.tier):
-            ticket = pool.tickets.pop(request.request_id, None)
-            if ticket is not None and not ticket.abandoned and not ticket.future.done():
-                ticket.future.set_exception(error)
+            claim = pool.claims.pop(request.request_id, None)
+            if claim is not None and not claim.abandoned and not claim.future.done():
+                claim.future.set_exception(error)
 
     def _spawn(self, coroutine: Coroutine[Any, Any, None]) -> None:
         task = asyncio.create_task(coroutine)

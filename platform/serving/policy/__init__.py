@@ -1,6 +1,12 @@
-"""Pure serving policy: tiers, rank-aware placement, eviction, budgets and dispatch order."""
+"""Pure serving policy: tiers, rank-aware placement, eviction, budgets and dispatch order.
 
-from loraplex.serving.policy.actions import (
+The package imports nothing outside the standard library and itself, and its modules import
+each other relatively: `mypy platform/serving/policy` (strict) sees the folder as
+`platform.serving.policy`, not `loraplex.serving.policy`, so only relative imports let it
+follow the types from one module into the next instead of reading them as Any.
+"""
+
+from .actions import (
     Action,
     Deferred,
     Dispatch,
@@ -10,12 +16,12 @@ from loraplex.serving.policy.actions import (
     Rejected,
     Routed,
 )
-from loraplex.serving.policy.budget import ColdLoadBudget
-from loraplex.serving.policy.cluster import ClusterState, RankClass
-from loraplex.serving.policy.config import PolicyConfig, TenantPlan
-from loraplex.serving.policy.core import PolicyCore
-from loraplex.serving.policy.dispatch import DispatchQueue
-from loraplex.serving.policy.eviction import (
+from .budget import ColdLoadBudget
+from .cluster import ClusterState, RankClass
+from .config import PolicyConfig, TenantPlan
+from .core import PolicyCore
+from .dispatch import DispatchQueue
+from .eviction import (
     DEFAULT_EVICTION,
     EVICTION_POLICIES,
     BeladyPolicy,
@@ -25,26 +31,31 @@ from loraplex.serving.policy.eviction import (
     LruPolicy,
     make_eviction_policy,
 )
-from loraplex.serving.policy.model import (
+from .model import (
+    TIER_COSTS,
+    TO_DISK,
+    TO_GPU,
+    TO_HOST,
     AdapterVersion,
-    Clock,
     LoadCost,
-    ManualClock,
     NodeSpec,
     Request,
     Tier,
     TierCosts,
 )
-from loraplex.serving.policy.slots import EMPTY, GpuSlots
+from .slots import EMPTY, GpuSlots
 
 __all__ = [
     "DEFAULT_EVICTION",
     "EMPTY",
     "EVICTION_POLICIES",
+    "TIER_COSTS",
+    "TO_DISK",
+    "TO_GPU",
+    "TO_HOST",
     "Action",
     "AdapterVersion",
     "BeladyPolicy",
-    "Clock",
     "ClusterState",
     "ColdLoadBudget",
     "DecayedLfuPolicy",
@@ -59,7 +70,6 @@ __all__ = [
     "Load",
     "LoadCost",
     "LruPolicy",
-    "ManualClock",
     "NodeSpec",
     "PolicyConfig",
     "PolicyCore",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from loraplex.serving.policy.model import NodeId, Request, Tier, VersionId
+from .model import NodeId, Request, Tier, VersionId
 
 
 class EvictReason(enum.StrEnum):
@@ -13,7 +13,6 @@ class EvictReason(enum.StrEnum):
 
     CAPACITY = "capacity"  # room for a load
     RECONCILE = "reconcile"  # the engine no longer has it
-    PARENT = "parent"  # its host copy went, so its GPU slot went too
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,7 +23,6 @@ class Load:
     version_id: VersionId
     tier: Tier
     size_bytes: int
-    prefetch: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,6 +6,10 @@ whose bucket is drained, i.e. who have been loading faster than their plan allow
 than the burst covers. A scanning tenant is the typical case. The tiers use that set to
 contain such tenants (see cache.py): pacing alone would still let every paced load displace
 someone else's adapter.
+
+This is the platform's only cold-load budget. It lives in each policy core (one per base
+model in each API process), not in Redis: the core needs the answer synchronously while it
+routes, and the set of drained tenants, which no shared counter would give it.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from loraplex.serving.policy.model import TenantId
+from .model import TenantId
 
 Rate = Callable[[TenantId], float | None]
 _NOBODY: frozenset[TenantId] = frozenset()

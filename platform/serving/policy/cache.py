@@ -34,8 +34,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterator
 
-from loraplex.serving.policy.eviction import Evictable, EvictionPolicy
-from loraplex.serving.policy.model import TenantId, Tier, VersionId
+from .eviction import Evictable, EvictionPolicy
+from .model import TenantId, Tier, VersionId
 
 Owner = Callable[[VersionId], TenantId]
 

@@ -6,16 +6,15 @@ import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from loraplex.serving.policy.eviction import EvictionPolicy
-from loraplex.serving.policy.model import (
+from .eviction import EvictionPolicy
+from .model import (
     AdapterVersion,
     NodeId,
     NodeSpec,
     TenantId,
-    Tier,
     VersionId,
 )
-from loraplex.serving.policy.node import NodeState
+from .node import NodeState
 
 PolicyMaker = Callable[[], EvictionPolicy]
 
@@ -124,9 +123,3 @@ class ClusterState:
             version: {node.node_id: node.tier_of(version).name.lower() for node in nodes}
             for version, nodes in ((v, list(self.holders(v))) for v in self.locations)
         }
-
-    def resident_counts(self) -> dict[Tier, int]:
-        """Adapters in GPU slots and in host memory, summed over nodes."""
-        active = sum(node.gpu.num_occupied() for node in self.nodes.values())
-        loaded = sum(len(node.host) for node in self.nodes.values())
-        return {Tier.ACTIVE: active, Tier.LOADED: loaded}

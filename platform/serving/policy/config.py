@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from loraplex.serving.policy.eviction import DEFAULT_EVICTION
-from loraplex.serving.policy.model import TenantId
+from .eviction import DEFAULT_EVICTION
+from .model import TenantId
 
 
 @dataclass(frozen=True, slots=True)

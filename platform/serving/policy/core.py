@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from loraplex.serving.policy.actions import (
+from .actions import (
     Action,
     Deferred,
     Dispatch,
@@ -12,12 +12,12 @@ from loraplex.serving.policy.actions import (
     Rejected,
     Routed,
 )
-from loraplex.serving.policy.budget import ColdLoadBudget
-from loraplex.serving.policy.cluster import ClusterState
-from loraplex.serving.policy.config import PolicyConfig
-from loraplex.serving.policy.eviction import NextUse, make_eviction_policy
-from loraplex.serving.policy.loads import Loader, no_tenants
-from loraplex.serving.policy.model import (
+from .budget import ColdLoadBudget
+from .cluster import ClusterState
+from .config import PolicyConfig
+from .eviction import NextUse, make_eviction_policy
+from .loads import Loader, no_tenants
+from .model import (
     AdapterVersion,
     NodeId,
     NodeSpec,
@@ -27,8 +27,8 @@ from loraplex.serving.policy.model import (
     TierCosts,
     VersionId,
 )
-from loraplex.serving.policy.placement import PlacementRules, Placer
-from loraplex.serving.policy.reuse import TenantReuse
+from .placement import PlacementRules, Placer
+from .reuse import TenantReuse
 
 
 class PolicyCore:
@@ -183,8 +183,9 @@ class PolicyCore:
     def reconcile(self, node_id: NodeId, reported: set[VersionId], now: float) -> list[Action]:
         """Align host memory with what the engine says it has loaded.
 
-        The engine may have dropped adapters (restart, SGLang's own LRU, §4.4) or loaded
-        some by itself (SGLang re-loads a previously seen name on request, §3.3). Dropped
+        The engine may have dropped adapters (restart, SGLang's own LRU: docs/engines.md
+        §4.4) or loaded some by itself (SGLang re-loads a previously seen name on request,
+        docs/engines.md §3.3). Dropped
         ones come back as RECONCILE evictions (already done; for logs and metrics) and
         their queued requests wait for a reload; adopted ones may evict by policy.
         """

@@ -8,7 +8,7 @@ from collections import deque
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 
-from loraplex.serving.policy.model import Request, TenantId, VersionId
+from .model import Request, TenantId, VersionId
 
 Weight = Callable[[TenantId], float]
 _HeapItem = tuple[float, int, VersionId]
@@ -79,11 +79,6 @@ class DispatchQueue:
             vq.active = active
             if vq.items:
                 self._push_head(version, vq)
-
-    def waiting_for(self, version: VersionId) -> int:
-        """Queued requests for one adapter."""
-        vq = self._versions.get(version)
-        return len(vq.items) if vq else 0
 
     def peek_choice(
         self, now: float, can_take_slot: bool, yielding: Collection[TenantId] = ()

@@ -9,7 +9,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Literal, Protocol
 
-from loraplex.serving.policy.model import VersionId
+from .model import VersionId
 
 Evictable = Callable[[VersionId], bool]
 NextUse = Callable[[VersionId], float]
@@ -46,7 +46,7 @@ class EvictionPolicy(Protocol):
 
 
 class LruPolicy:
-    """Least recently used: the baseline, and what SGLang does for its CPU tier (§4.4)."""
+    """Least recently used: the baseline, and SGLang's host tier (docs/engines.md §4.4)."""
 
     name = "lru"
     disk_value: DiskValue = "reload_s"

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection
 
-from loraplex.serving.policy.actions import Action, Evict, EvictReason, Load
-from loraplex.serving.policy.cluster import ClusterState
-from loraplex.serving.policy.model import TenantId, Tier, TierCosts, VersionId
-from loraplex.serving.policy.node import NodeState
+from .actions import Action, Evict, EvictReason, Load
+from .cluster import ClusterState
+from .model import TenantId, Tier, TierCosts, VersionId
+from .node import NodeState
 
 BYTES_PER_MB = 1_000_000
 OverBudget = Callable[[float], Collection[TenantId]]
@@ -92,9 +92,7 @@ class Loader:
         cache.insert(version, size, self.value(node, version, tier, now), now)
         node.pending[version] = tier
         self.cluster.note_location(node, version)
-        actions.append(
-            Load(node.node_id, version, tier, spec.size_bytes, version in node.want_loaded)
-        )
+        actions.append(Load(node.node_id, version, tier, spec.size_bytes))
         return actions
 
     def evicted(

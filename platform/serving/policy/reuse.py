@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 
-from loraplex.serving.policy.model import TenantId
+from .model import TenantId
 
 
 class TenantReuse:

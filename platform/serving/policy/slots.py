@@ -1,4 +1,7 @@
-"""GPU slots of one engine, as the gateway models them (SGLang does not expose them, §4.1)."""
+"""GPU slots of one engine, as the gateway models them (SGLang does not expose them).
+
+SGLang's two tiers and its slot pool are described in docs/engines.md §4.1 and §4.3.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +9,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Final
 
-from loraplex.serving.policy.model import VersionId
+from .model import VersionId
 
 
 class _Empty:
@@ -31,8 +34,8 @@ class SlotGrant:
 class GpuSlots:
     """Fixed slots; an adapter keeps its slot after its requests finish until it is needed.
 
-    Like SGLang's pool (§4.3): an empty slot is used first, otherwise the least recently
-    used idle adapter gives its slot up; an adapter with running requests never does.
+    Like SGLang's pool (docs/engines.md §4.3): an empty slot is used first, otherwise the
+    least recently used idle adapter gives its slot up; an adapter with running requests never does.
     """
 
     def __init__(self, count: int) -> None:
@@ -50,10 +53,6 @@ class GpuSlots:
         """Requests running on the adapter."""
         return self._running.get(version, 0)
 
-    def can_grant(self, version: VersionId) -> bool:
-        """Whether `acquire` would succeed now."""
-        return version in self._slot_of or bool(self._empty) or bool(self._idle)
-
     def has_free_slot(self) -> bool:
         """Whether an adapter not yet resident could get a slot now."""
         return bool(self._empty) or bool(self._idle)
@@ -61,10 +60,6 @@ class GpuSlots:
     def num_occupied(self) -> int:
         """Slots holding an adapter."""
         return len(self._slot_of)
-
-    def active_versions(self) -> list[VersionId]:
-        """Adapters holding slots."""
-        return list(self._slot_of)
 
     def acquire(self, version: VersionId) -> SlotGrant | None:
         """Start one request on `version`; None when every slot is busy."""

@@ -11,6 +11,10 @@ from typing import Any
 import numpy as np
 
 from loraplex.serving.policy import (
+    TIER_COSTS,
+    TO_DISK,
+    TO_GPU,
+    TO_HOST,
     Deferred,
     Dispatch,
     Evict,
@@ -59,7 +63,7 @@ class Simulator:
         self.nodes = list(nodes)
         self.oracle = FutureTrace(workload) if config.eviction == "belady" else None
         next_use = self.oracle.next_use if self.oracle else None
-        self.core = PolicyCore(self.nodes, workload.adapters, costs.TIER_COSTS, config, next_use)
+        self.core = PolicyCore(self.nodes, workload.adapters, TIER_COSTS, config, next_use)
         self.metrics = RunMetrics(len(workload))
         self._events: list[tuple[float, int, int, Any, Any]] = []
         self._seq = itertools.count()
@@ -130,7 +134,7 @@ class Simulator:
                     tenant = self.core.cluster.versions[action.version_id].tenant_id
                     by_tenant = self.metrics.cold_loads_by_tenant
                     by_tenant[tenant] = by_tenant.get(tenant, 0) + 1
-                load_cost = costs.TO_HOST if action.tier is Tier.LOADED else costs.TO_DISK
+                load_cost = TO_HOST if action.tier is Tier.LOADED else TO_DISK
                 done = now + load_cost.seconds(action.size_bytes)
                 self._push(done, _LOAD_DONE, (action.node_id, action.version_id, action.tier), None)
             elif isinstance(action, Evict):
@@ -147,7 +151,7 @@ class Simulator:
         if d.swapped_in:
             self.metrics.gpu_swaps += 1
             size = self.core.cluster.versions[request.version_id].size_bytes
-            first_token += costs.TO_GPU.seconds(size)
+            first_token += TO_GPU.seconds(size)
         self.metrics.ttft[rid] = first_token - request.arrival
         done = first_token + costs.decode_seconds(int(self.workload.output[rid]))
         self._push(done, _FINISH, d.node_id, request)

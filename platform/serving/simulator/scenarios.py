@@ -25,7 +25,8 @@ class ClusterShape:
     disk_budget_bytes: int = 20 * GB
 
 
-# The baseline is SGLang as it ships: LRU in every tier and no per-tenant budget (§4.4).
+# The baseline is SGLang as it ships: LRU in every tier and no per-tenant budget
+# (docs/engines.md §4.4).
 LRU = PolicyConfig(eviction="lru", default_plan=TenantPlan(cold_loads_per_minute=None))
 DEFAULT = PolicyConfig()
 # The default before decayed LFU (eviction.py), kept to show what replacing it changed.
@@ -70,8 +71,8 @@ def uniform_nodes(shape: ClusterShape, max_rank: int = MAX_RANK) -> list[NodeSpe
 def rank_class_nodes(shape: ClusterShape, ranks: tuple[int, ...]) -> list[NodeSpec]:
     """Engines in rank classes with the slot memory of `gpu_slots` rank-64 slots each.
 
-    SGLang pads every slot to max_lora_rank (§4.2), so the same memory holds 8x the slots
-    in a rank-8 class.
+    SGLang pads every slot to max_lora_rank (docs/engines.md §4.2), so the same memory
+    holds 8x the slots in a rank-8 class.
     """
     nodes = []
     for i in range(shape.engines):

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from litestar.testing import AsyncTestClient
 
+from loraplex.api.deps import services_of
 from loraplex.app import create_app
 from loraplex.control.adapters.reaper import reap
 from loraplex.db.config import sqlalchemy_config
@@ -46,7 +47,7 @@ async def test_store_outage_mid_upload_leaves_no_ready_version(
             if params["url_path"].endswith("adapter_model.safetensors"):
                 outage_server.stop()  # the config object is already written; the weights never arrive
 
-        app.state.store._client.meta.events.register("before-call.s3.PutObject", cut_power)
+        services_of(app).store._client.meta.events.register("before-call.s3.PutObject", cut_power)
         folder = write_adapter(tmp_path / "a")
         api = Api(client, tenant.api.key)
         response = await upload_files(
@@ -72,7 +73,7 @@ async def test_reaper_deletes_orphans_and_fails_stale_uploads(
     await ensure_tiny_base(operator)
     adapter = await create_adapter(tenant.api, tenant.id)
     kept = await upload_valid(tenant.api, tenant.id, adapter, tmp_path / "v1")
-    store = app.state.store
+    store = services_of(app).store
     orphan = f"adapters/{tenant.id}/{uuid.uuid4()}/{uuid.uuid4()}/adapter_model.safetensors"
     (tmp_path / "orphan").write_bytes(b"left behind by a crashed upload")
     store.put_file(orphan, tmp_path / "orphan")

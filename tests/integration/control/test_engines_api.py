@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from litestar import Litestar
 
+from loraplex.api.deps import services_of
 from loraplex.db.config import sqlalchemy_config
 from loraplex.serving.loader import engine_adapter_name
 from loraplex.serving.registry import EngineRegistry
@@ -55,10 +56,10 @@ async def all_engines(operator: Api) -> list[dict[str, Any]]:
 @pytest.fixture
 def without_poller(app: Litestar) -> Any:
     """The app as a process that polls no engines: the API shows what the database holds."""
-    previous = app.state.get("registry")
-    app.state.registry = None
+    services = services_of(app)
+    previous, services.registry = services.registry, None
     yield
-    app.state.registry = previous
+    services.registry = previous
 
 
 @dataclass
@@ -79,12 +80,12 @@ async def live(app: Litestar, settings: Settings) -> AsyncIterator[Live]:
     config = sqlalchemy_config(settings)
     live = Live(EngineRegistry(interval_s=3600, session_factory=config.create_session_maker()))
     live.registry.driver_factory = live.driver_for
-    previous = app.state.get("registry")
-    app.state.registry = live.registry
+    services = services_of(app)
+    previous, services.registry = services.registry, live.registry
     try:
         yield live
     finally:
-        app.state.registry = previous
+        services.registry = previous
         await live.registry.stop()
         await config.get_engine().dispose()
 

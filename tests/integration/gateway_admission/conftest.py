@@ -16,7 +16,7 @@ import fakeredis
 import pytest
 from redis.asyncio import Redis
 
-from loraplex.gateway.admission import Admission
+from loraplex.gateway.admission import TenantQuotas
 from loraplex.redis_client import embedded_redis
 
 REDIS_URL = os.environ.get("LORAPLEX_TEST_ADMISSION_REDIS", "redis://127.0.0.1:6379/13")
@@ -55,10 +55,10 @@ class Backend:
         self._clients.append(client)
         return client
 
-    def admission(self, **options: Any) -> Admission:
-        """`Admission` as `loraplex.runtime` builds it: from the URL for Redis, on a client
+    def admission(self, **options: Any) -> TenantQuotas:
+        """`TenantQuotas` on its own client from the URL for Redis, on a client
         of the in-process server for the embedded mode."""
-        return Admission(REDIS_URL if self.server is None else self.client(), **options)
+        return TenantQuotas(REDIS_URL if self.server is None else self.client(), **options)
 
     async def aclose(self) -> None:
         """Close the clients this backend made."""
@@ -99,7 +99,7 @@ def clock() -> FakeClock:
 @pytest.fixture
 async def admission(
     backend: Backend, redis_client: Redis, prefix: str, clock: FakeClock
-) -> AsyncIterator[Admission]:
+) -> AsyncIterator[TenantQuotas]:
     """Admission on the test's backend, keys and clock, with default lease and fail mode."""
     gate = backend.admission(key_prefix=prefix, clock=clock)
     yield gate

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from loraplex.gateway.admission import Admission, RateLimited, Ticket
+from loraplex.gateway.admission import RateLimited, TenantQuotas, Ticket
 from tests.integration.gateway_admission import workers
 from tests.integration.gateway_admission.conftest import (
     REAL_REDIS_ONLY,
@@ -23,12 +23,12 @@ from tests.integration.gateway_admission.conftest import (
 SLOTS = {"concurrent_requests": 2, "concurrent_streams": 1}
 
 
-async def admit(gate: Admission, request_id: str, *, stream: bool = False) -> Ticket:
+async def admit(gate: TenantQuotas, request_id: str, *, stream: bool = False) -> Ticket:
     """Admit tenant "t1"'s request `request_id` against SLOTS."""
     return await gate.admit("t1", SLOTS, request_id=request_id, stream=stream, estimated_tokens=1)
 
 
-async def test_requests_past_the_concurrency_limit_are_refused(admission: Admission) -> None:
+async def test_requests_past_the_concurrency_limit_are_refused(admission: TenantQuotas) -> None:
     await admit(admission, "a")
     await admit(admission, "b")
     with pytest.raises(RateLimited) as refused:
@@ -37,7 +37,7 @@ async def test_requests_past_the_concurrency_limit_are_refused(admission: Admiss
     assert "in flight" in refused.value.detail
 
 
-async def test_releasing_a_request_frees_its_slot(admission: Admission) -> None:
+async def test_releasing_a_request_frees_its_slot(admission: TenantQuotas) -> None:
     first = await admit(admission, "a")
     await admit(admission, "b")
     await admission.release(first, actual_tokens=1)
@@ -45,7 +45,7 @@ async def test_releasing_a_request_frees_its_slot(admission: Admission) -> None:
 
 
 async def test_streams_have_their_own_limit_within_the_requests_limit(
-    admission: Admission,
+    admission: TenantQuotas,
 ) -> None:
     await admit(admission, "s1", stream=True)
     with pytest.raises(RateLimited) as refused:
@@ -55,7 +55,7 @@ async def test_streams_have_their_own_limit_within_the_requests_limit(
 
 
 async def test_an_unrenewed_lease_expires_after_the_lease_time(
-    admission: Admission, clock: FakeClock
+    admission: TenantQuotas, clock: FakeClock
 ) -> None:
     await admit(admission, "a")
     await admit(admission, "b")
@@ -81,7 +81,7 @@ async def test_hold_renews_the_lease_past_the_lease_time(
 
 
 async def test_hold_gives_back_the_tokens_the_request_did_not_use(
-    admission: Admission,
+    admission: TenantQuotas,
 ) -> None:
     limits = {"tokens_per_minute": 1000}
     ticket = await admission.admit(
@@ -104,7 +104,7 @@ async def test_a_killed_replica_frees_its_streams_within_the_lease_time(
         target=workers.hold_slots, args=(REDIS_URL, prefix, slots, lease_s, holding)
     )
     child.start()
-    gate = Admission(REDIS_URL, key_prefix=prefix, lease_s=lease_s)
+    gate = TenantQuotas(REDIS_URL, key_prefix=prefix, lease_s=lease_s)
     limits = {"concurrent_requests": slots, "concurrent_streams": slots}
     try:
         assert await asyncio.to_thread(holding.wait, 30)
@@ -119,7 +119,9 @@ async def test_a_killed_replica_frees_its_streams_within_the_lease_time(
         await gate.aclose()
 
 
-async def _poll_until_admitted(gate: Admission, limits: dict[str, int], deadline_s: float) -> float:
+async def _poll_until_admitted(
+    gate: TenantQuotas, limits: dict[str, int], deadline_s: float
+) -> float:
     """Retry an admission every 50 ms; returns when it got in."""
     give_up = time.monotonic() + deadline_s
     while time.monotonic() < give_up:

@@ -3,17 +3,16 @@ reconciled, and reported."""
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 
 import pytest
 from prometheus_client import REGISTRY
 
 from loraplex.gateway.admission import (
-    Admission,
-    AdmissionController,
     Overloaded,
+    OverloadShedder,
     RateLimited,
+    TenantQuotas,
     Ticket,
 )
 from tests.integration.gateway_admission.conftest import Backend, FakeClock
@@ -24,7 +23,7 @@ REQUEST_IDS = itertools.count()
 
 
 async def admit(
-    gate: Admission, limits: dict[str, int], *, estimated_tokens: int = 1, stream: bool = False
+    gate: TenantQuotas, limits: dict[str, int], *, estimated_tokens: int = 1, stream: bool = False
 ) -> Ticket:
     """Admit one request of tenant "t1" with a fresh id."""
     return await gate.admit(
@@ -37,7 +36,7 @@ async def admit(
 
 
 async def test_requests_past_the_per_minute_limit_get_429_rate_limit_exceeded(
-    admission: Admission,
+    admission: TenantQuotas,
 ) -> None:
     for _ in range(3):
         await admit(admission, RPM)
@@ -50,7 +49,7 @@ async def test_requests_past_the_per_minute_limit_get_429_rate_limit_exceeded(
 
 
 async def test_the_requests_limit_refills_a_request_per_window_over_limit(
-    admission: Admission, clock: FakeClock
+    admission: TenantQuotas, clock: FakeClock
 ) -> None:
     for _ in range(3):
         await admit(admission, RPM)
@@ -62,7 +61,7 @@ async def test_the_requests_limit_refills_a_request_per_window_over_limit(
 
 
 async def test_the_requests_limit_resets_fully_after_a_window(
-    admission: Admission, clock: FakeClock
+    admission: TenantQuotas, clock: FakeClock
 ) -> None:
     for _ in range(3):
         await admit(admission, RPM)
@@ -72,7 +71,7 @@ async def test_the_requests_limit_resets_fully_after_a_window(
 
 
 async def test_a_reservation_that_does_not_fit_the_tokens_left_is_refused(
-    admission: Admission,
+    admission: TenantQuotas,
 ) -> None:
     await admit(admission, TPM, estimated_tokens=700)
     with pytest.raises(RateLimited) as refused:
@@ -82,7 +81,7 @@ async def test_a_reservation_that_does_not_fit_the_tokens_left_is_refused(
     assert refused.value.headers["Retry-After"] == "6"  # 100 tokens at 1000/min
 
 
-async def test_unused_reserved_tokens_are_given_back_on_release(admission: Admission) -> None:
+async def test_unused_reserved_tokens_are_given_back_on_release(admission: TenantQuotas) -> None:
     ticket = await admit(admission, TPM, estimated_tokens=800)
     await admission.release(ticket, actual_tokens=100)
     after = await admit(admission, TPM, estimated_tokens=900)
@@ -90,7 +89,7 @@ async def test_unused_reserved_tokens_are_given_back_on_release(admission: Admis
 
 
 async def test_tokens_used_beyond_the_reservation_are_charged_on_release(
-    admission: Admission,
+    admission: TenantQuotas,
 ) -> None:
     ticket = await admit(admission, TPM, estimated_tokens=100)
     await admission.release(ticket, actual_tokens=600)
@@ -98,7 +97,7 @@ async def test_tokens_used_beyond_the_reservation_are_charged_on_release(
         await admit(admission, TPM, estimated_tokens=500)
 
 
-async def test_releasing_twice_gives_tokens_back_once(admission: Admission) -> None:
+async def test_releasing_twice_gives_tokens_back_once(admission: TenantQuotas) -> None:
     ticket = await admit(admission, TPM, estimated_tokens=1000)
     await admission.release(ticket, actual_tokens=500)
     await admission.release(ticket, actual_tokens=0)
@@ -106,7 +105,7 @@ async def test_releasing_twice_gives_tokens_back_once(admission: Admission) -> N
         await admit(admission, TPM, estimated_tokens=600)
 
 
-async def test_a_request_refused_for_tokens_spends_no_request(admission: Admission) -> None:
+async def test_a_request_refused_for_tokens_spends_no_request(admission: TenantQuotas) -> None:
     limits = {"requests_per_minute": 2, "tokens_per_minute": 100}
     await admit(admission, limits, estimated_tokens=100)
     with pytest.raises(RateLimited):
@@ -116,7 +115,7 @@ async def test_a_request_refused_for_tokens_spends_no_request(admission: Admissi
 
 
 async def test_a_reservation_larger_than_the_tokens_limit_is_refused_as_too_large(
-    admission: Admission,
+    admission: TenantQuotas,
 ) -> None:
     with pytest.raises(RateLimited) as refused:
         await admit(admission, TPM, estimated_tokens=1001)
@@ -124,7 +123,7 @@ async def test_a_reservation_larger_than_the_tokens_limit_is_refused_as_too_larg
 
 
 async def test_used_up_daily_tokens_get_429_insufficient_quota_until_utc_midnight(
-    admission: Admission, clock: FakeClock
+    admission: TenantQuotas, clock: FakeClock
 ) -> None:
     daily = {"daily_tokens": 1000}
     await admit(admission, daily, estimated_tokens=900)
@@ -135,7 +134,7 @@ async def test_used_up_daily_tokens_get_429_insufficient_quota_until_utc_midnigh
     await admit(admission, daily, estimated_tokens=1000)
 
 
-async def test_daily_tokens_are_settled_to_what_was_used(admission: Admission) -> None:
+async def test_daily_tokens_are_settled_to_what_was_used(admission: TenantQuotas) -> None:
     daily = {"daily_tokens": 1000}
     ticket = await admit(admission, daily, estimated_tokens=900)
     await admission.release(ticket, actual_tokens=300)
@@ -143,7 +142,7 @@ async def test_daily_tokens_are_settled_to_what_was_used(admission: Admission) -
 
 
 async def test_every_success_carries_the_six_openai_rate_limit_headers(
-    admission: Admission,
+    admission: TenantQuotas,
 ) -> None:
     limits = {"requests_per_minute": 60, "tokens_per_minute": 6000}
     ticket = await admit(admission, limits, estimated_tokens=100)
@@ -157,7 +156,7 @@ async def test_every_success_carries_the_six_openai_rate_limit_headers(
     }
 
 
-async def test_rejections_are_counted_by_reason_and_tenant(admission: Admission) -> None:
+async def test_rejections_are_counted_by_reason_and_tenant(admission: TenantQuotas) -> None:
     labels = {"reason": "rpm", "tenant": "t1"}
     before = REGISTRY.get_sample_value("loraplex_admission_rejections_total", labels) or 0.0
     with pytest.raises(RateLimited):
@@ -165,35 +164,16 @@ async def test_rejections_are_counted_by_reason_and_tenant(admission: Admission)
     assert REGISTRY.get_sample_value("loraplex_admission_rejections_total", labels) == before + 1
 
 
-async def test_quota_usage_gauges_show_the_fraction_in_use(admission: Admission) -> None:
+async def test_quota_usage_gauges_show_the_fraction_in_use(admission: TenantQuotas) -> None:
     await admit(admission, {"daily_tokens": 1000}, estimated_tokens=250)
     labels = {"tenant": "t1", "limit": "daily_tokens"}
     assert REGISTRY.get_sample_value("loraplex_quota_usage_ratio", labels) == 0.25
 
 
-async def test_cold_loads_past_the_per_window_budget_are_refused_then_allowed_again(
-    backend: Backend, prefix: str, redis_client: object
-) -> None:
-    gate = backend.admission(key_prefix=prefix, window_s=1)
-    limits = {"cold_loads_per_minute": 2}
-    try:
-        assert [await gate.charge_cold_load("t1", limits) for _ in range(3)] == [
-            True,
-            True,
-            False,
-        ]
-        await asyncio.sleep(1.1)  # `limits` reads the wall clock; this window is 1 s
-        assert await gate.charge_cold_load("t1", limits)
-    finally:
-        await gate.aclose()
-
-
 async def test_overload_sheds_low_priority_with_503_before_spending_any_quota(
     backend: Backend, prefix: str, redis_client: object, clock: FakeClock
 ) -> None:
-    gate = backend.admission(
-        key_prefix=prefix, clock=clock, overload=AdmissionController(budget_s=1.0)
-    )
+    gate = backend.admission(key_prefix=prefix, clock=clock, overload=OverloadShedder(budget_s=1.0))
     limits = {"requests_per_minute": 1, "priority": 0}
     try:
         with pytest.raises(Overloaded) as shed:

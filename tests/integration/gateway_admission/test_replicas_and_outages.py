@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from loraplex.gateway.admission import Admission, LimiterUnavailable
+from loraplex.gateway.admission import LimiterUnavailable, TenantQuotas
 from tests.integration.gateway_admission import workers
 from tests.integration.gateway_admission.conftest import REAL_REDIS_ONLY, REDIS_URL
 
@@ -53,7 +53,7 @@ def silent_port() -> Iterator[str]:
 
 # Redis down or hung is a network condition (closed and silent ports): real Redis clients only.
 async def test_redis_down_fails_closed_with_503_by_default() -> None:
-    gate = Admission(CLOSED_PORT_URL, timeout_s=TIMEOUT_S)
+    gate = TenantQuotas(CLOSED_PORT_URL, timeout_s=TIMEOUT_S)
     with pytest.raises(LimiterUnavailable) as refused:
         await gate.admit("t1", LIMITS, request_id="a", stream=False, estimated_tokens=1)
     assert refused.value.status_code == 503
@@ -64,7 +64,7 @@ async def test_redis_down_fails_closed_with_503_by_default() -> None:
 async def test_a_hung_redis_is_decided_within_a_few_timeouts_not_seconds(
     silent_port: str,
 ) -> None:
-    gate = Admission(silent_port, timeout_s=TIMEOUT_S)
+    gate = TenantQuotas(silent_port, timeout_s=TIMEOUT_S)
     started = time.monotonic()
     with pytest.raises(LimiterUnavailable):
         await gate.admit("t1", LIMITS, request_id="a", stream=False, estimated_tokens=1)
@@ -72,7 +72,7 @@ async def test_a_hung_redis_is_decided_within_a_few_timeouts_not_seconds(
 
 
 async def test_redis_down_with_fail_open_admits_without_limits() -> None:
-    gate = Admission(CLOSED_PORT_URL, timeout_s=TIMEOUT_S, fail_mode="open")
+    gate = TenantQuotas(CLOSED_PORT_URL, timeout_s=TIMEOUT_S, fail_mode="open")
     tickets = [
         await gate.admit("t1", LIMITS, request_id=f"r{i}", stream=True, estimated_tokens=1)
         for i in range(20)  # twice the per-minute limit
@@ -82,11 +82,6 @@ async def test_redis_down_with_fail_open_admits_without_limits() -> None:
         pass
 
 
-async def test_fail_open_also_allows_cold_loads() -> None:
-    gate = Admission(CLOSED_PORT_URL, timeout_s=TIMEOUT_S, fail_mode="open")
-    assert await gate.charge_cold_load("t1", {"cold_loads_per_minute": 0})
-
-
 async def test_an_unknown_fail_mode_is_refused_at_startup() -> None:
     with pytest.raises(ValueError, match="fail_mode"):
-        Admission(REDIS_URL, fail_mode="maybe")  # type: ignore[arg-type]
+        TenantQuotas(REDIS_URL, fail_mode="maybe")  # type: ignore[arg-type]

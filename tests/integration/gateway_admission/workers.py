@@ -6,7 +6,7 @@ import asyncio
 from multiprocessing.queues import SimpleQueue
 from multiprocessing.synchronize import Barrier, Event
 
-from loraplex.gateway.admission import Admission, RateLimited, Ticket
+from loraplex.gateway.admission import RateLimited, TenantQuotas, Ticket
 
 
 def hammer(
@@ -24,7 +24,7 @@ def hammer(
 async def _hammer(
     url: str, prefix: str, limits: dict[str, int], attempts: int, start: Barrier
 ) -> int:
-    gate = Admission(url, key_prefix=prefix, timeout_s=1.0)
+    gate = TenantQuotas(url, key_prefix=prefix, timeout_s=1.0)
     await gate.client.ping()  # connect before the race starts
     start.wait()
     admitted = 0
@@ -46,7 +46,7 @@ def hold_slots(url: str, prefix: str, slots: int, lease_s: float, holding: Event
 
 
 async def _hold_slots(url: str, prefix: str, slots: int, lease_s: float, holding: Event) -> None:
-    gate = Admission(url, key_prefix=prefix, lease_s=lease_s, timeout_s=1.0)
+    gate = TenantQuotas(url, key_prefix=prefix, lease_s=lease_s, timeout_s=1.0)
     limits = {"concurrent_requests": slots, "concurrent_streams": slots}
     async with asyncio.TaskGroup() as group:
         for i in range(slots):
@@ -57,6 +57,6 @@ async def _hold_slots(url: str, prefix: str, slots: int, lease_s: float, holding
         holding.set()
 
 
-async def _hold_forever(gate: Admission, ticket: Ticket) -> None:
+async def _hold_forever(gate: TenantQuotas, ticket: Ticket) -> None:
     async with gate.hold(ticket):
         await asyncio.Event().wait()  # until the process is killed

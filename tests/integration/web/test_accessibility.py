@@ -13,7 +13,7 @@ from sqlalchemy import select
 from loraplex.db.config import sqlalchemy_config
 from loraplex.db.models import BaseModel, FineTuneJob, JobStatus
 from loraplex.finetune.ids import JOB, public
-from loraplex.finetune.jobs import add_event
+from loraplex.finetune.transitions import add_event
 from tests.conftest import Api
 from tests.integration.web.conftest import needs_chromium, sign_in_page
 from tests.support.adapter_api import adapter_with_versions

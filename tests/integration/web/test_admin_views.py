@@ -131,22 +131,23 @@ async def test_a_filter_that_cannot_be_read_is_a_400_explained_in_the_page(
 
 
 @pytest.mark.parametrize(
-    ("path", "params"),
+    ("path", "params", "status"),
     [
-        ("/admin/tenants", {"page": "²"}),  # "²".isdigit() is true, yet no number
-        ("/admin/tenants", {"page": "99999999999999999999"}),  # past any OFFSET a database takes
-        ("/admin/tenants", {"page": "9" * 5000}),  # longer than int() reads
-        ("/admin/audit", {"page": "99999999999999999999"}),
-        ("/admin/audit", {"to": "9999-12-31"}),  # the last day there is: no day after it
-        ("/admin/audit", {"from": "9999-12-31", "to": "9999-12-31"}),
+        ("/admin/tenants", {"page": "²"}, 400),  # "²".isdigit() is true, yet no number
+        # past any OFFSET a database takes: read as the last page
+        ("/admin/tenants", {"page": "99999999999999999999"}, 200),
+        ("/admin/tenants", {"page": "9" * 5000}, 200),  # longer than int() reads
+        ("/admin/audit", {"page": "99999999999999999999"}, 200),
+        ("/admin/audit", {"to": "9999-12-31"}, 200),  # the last day there is: no day after it
+        ("/admin/audit", {"from": "9999-12-31", "to": "9999-12-31"}, 200),
     ],
 )
 async def test_odd_paging_and_dates_are_answered_never_a_500(
-    as_operator, path: str, params: dict[str, str]
+    as_operator, path: str, params: dict[str, str], status: int
 ) -> None:
     response = await as_operator.get(path, params=params)
-    assert response.status_code in (200, 400), response.text
-    if response.status_code == 400:
+    assert response.status_code == status, response.text
+    if status == 400:
         assert 'role="alert"' in response.text and "page must be a whole number" in response.text
 
 

@@ -22,9 +22,8 @@ from loraplex.db.models import (
     JobStatus,
 )
 from loraplex.finetune.ids import JOB, public
-from loraplex.finetune.jobs import add_event, set_status
+from loraplex.finetune.transitions import add_event, heartbeat, set_status
 from loraplex.settings import Settings
-from loraplex.workers.jobs import heartbeat
 from tests.conftest import Api
 from tests.integration.web.conftest import needs_chromium, sign_in_page
 from tests.support.adapter_api import adapter_with_versions

@@ -22,7 +22,7 @@ from loraplex.db.models import (
     JobStatus,
 )
 from loraplex.finetune.ids import JOB, parse, public
-from loraplex.finetune.jobs import add_event
+from loraplex.finetune.transitions import add_event
 from tests.conftest import Api
 from tests.integration.web.conftest import PASSWORD, htmx, sign_in
 from tests.support.adapter_api import adapter_with_versions, ensure_tiny_base

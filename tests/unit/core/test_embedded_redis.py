@@ -4,7 +4,6 @@ Redis stand-in, so tenant quotas and resumable streams work as with a real Redis
 from __future__ import annotations
 
 import asyncio
-import types
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -15,14 +14,14 @@ from litestar.testing import AsyncTestClient
 from loraplex.app import create_app
 from loraplex.db import migrate
 from loraplex.db.config import sqlalchemy_config
-from loraplex.gateway.admission import Admission, RateLimited
+from loraplex.gateway.admission import RateLimited, TenantQuotas
 from loraplex.redis_client import embedded_redis, open_redis
-from loraplex.runtime import running
+from loraplex.services import Services, running_services
 from loraplex.settings import Settings
 
 
 @pytest.fixture
-async def embedded(tmp_path: Path) -> AsyncIterator[types.SimpleNamespace]:
+async def embedded(tmp_path: Path) -> AsyncIterator[Services]:
     """The services of an embedded API process (SQLite, no Redis URL), running."""
     settings = Settings(
         database_url=f"sqlite+aiosqlite:///{tmp_path}/loraplex.db", data_dir=tmp_path
@@ -30,30 +29,29 @@ async def embedded(tmp_path: Path) -> AsyncIterator[types.SimpleNamespace]:
     assert settings.redis_url == ""
     await asyncio.to_thread(migrate.upgrade, settings.database_url)
     db = sqlalchemy_config(settings)
-    state = types.SimpleNamespace()
     try:
-        async with running(state, settings, db):
-            yield state
+        async with running_services(settings, db) as services:
+            yield services
     finally:
         await db.get_engine().dispose()
 
 
-async def test_embedded_mode_enforces_tenant_quotas(embedded: types.SimpleNamespace) -> None:
-    assert isinstance(embedded.admission, Admission)
+async def test_embedded_mode_enforces_tenant_quotas(embedded: Services) -> None:
+    assert isinstance(embedded.quotas, TenantQuotas)
     tenant, limits = str(uuid.uuid4()), {"requests_per_minute": 1}
-    await embedded.admission.admit(tenant, limits, request_id="a", stream=False, estimated_tokens=1)
+    await embedded.quotas.admit(tenant, limits, request_id="a", stream=False, estimated_tokens=1)
     with pytest.raises(RateLimited) as refused:
-        await embedded.admission.admit(
+        await embedded.quotas.admit(
             tenant, limits, request_id="b", stream=False, estimated_tokens=1
         )
     assert refused.value.status_code == 429
 
 
 async def test_embedded_clients_of_one_process_share_one_server(
-    embedded: types.SimpleNamespace,
+    embedded: Services,
 ) -> None:
     tenant = str(uuid.uuid4())
-    await embedded.admission.admit(
+    await embedded.quotas.admit(
         tenant, {"requests_per_minute": 5}, request_id="a", stream=False, estimated_tokens=1
     )
     other = open_redis("")
@@ -65,7 +63,7 @@ async def test_embedded_clients_of_one_process_share_one_server(
         await isolated.aclose()
 
 
-async def test_embedded_mode_keeps_resumable_streams(embedded: types.SimpleNamespace) -> None:
+async def test_embedded_mode_keeps_resumable_streams(embedded: Services) -> None:
     streams, tenant = embedded.gateway.resumable, uuid.uuid4()
     completion_id = f"cmpl-{uuid.uuid4().hex}"
 

@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import loraplex.gateway.admission as admission
-from loraplex.gateway.admission import AdmissionController, Overloaded, RateLimited
+from loraplex.gateway.admission import Overloaded, OverloadShedder, RateLimited
 from loraplex.gateway.admission.policy import (
     BucketState,
     EngineLoad,
@@ -31,14 +31,14 @@ BUDGET = 2.0
 
 def test_public_surface_is_what_the_gateway_imports() -> None:
     assert sorted(admission.__all__) == [
-        "Admission",
-        "AdmissionController",
         "EngineLoad",
         "FailMode",
         "LimiterUnavailable",
+        "OverloadShedder",
         "Overloaded",
         "RateLimited",
         "ShedDecision",
+        "TenantQuotas",
         "Ticket",
     ]
 
@@ -221,13 +221,13 @@ class FakeClock:
 
 
 def test_the_controller_uses_a_default_service_time_before_measuring() -> None:
-    controller = AdmissionController(budget_s=BUDGET, default_service_s=0.7, clock=FakeClock())
+    controller = OverloadShedder(budget_s=BUDGET, default_service_s=0.7, clock=FakeClock())
     assert controller.load("e1", in_flight=1, queued=0).service_s == 0.7
 
 
 def test_the_controller_follows_measured_service_time_more_for_older_samples() -> None:
     clock = FakeClock()
-    controller = AdmissionController(budget_s=BUDGET, half_life_s=10.0, clock=clock)
+    controller = OverloadShedder(budget_s=BUDGET, half_life_s=10.0, clock=clock)
     controller.observe("e1", service_s=1.0)
     clock.now = 10.0  # one half-life later: the new sample counts half
     controller.observe("e1", service_s=3.0)
@@ -235,14 +235,14 @@ def test_the_controller_follows_measured_service_time_more_for_older_samples() -
 
 
 def test_the_controller_measures_prefill_speed_per_engine() -> None:
-    controller = AdmissionController(budget_s=BUDGET, clock=FakeClock())
+    controller = OverloadShedder(budget_s=BUDGET, clock=FakeClock())
     controller.observe("e1", service_s=1.0, prompt_tokens=2000, prefill_s=0.5)
     assert controller.load("e1", in_flight=0, queued=0).prefill_tokens_per_s == 4000.0
     assert controller.load("e2", in_flight=0, queued=0).prefill_tokens_per_s == 0.0
 
 
 def test_the_controller_sheds_with_its_budget_and_multiples() -> None:
-    controller = AdmissionController(budget_s=1.0, multiples=(1.0, 3.0), clock=FakeClock())
+    controller = OverloadShedder(budget_s=1.0, multiples=(1.0, 3.0), clock=FakeClock())
     loads = [controller.load("e1", in_flight=2, queued=0)]
     estimate = controller.estimate_s(loads, prompt_tokens=0)
     assert estimate == 2.0

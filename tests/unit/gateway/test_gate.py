@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from loraplex.gateway.admission.errors import Overloaded
-from loraplex.gateway.gate import AdmissionGate, in_flight_allowance
+from loraplex.gateway.gate import EngineGate, in_flight_allowance
 from loraplex.gateway.resolve import Target
 from loraplex.gateway.routing import EngineRouter
 from loraplex.serving.registry import EngineHandle, EngineRegistry
@@ -19,7 +19,7 @@ from tests.support.fake_driver import FakeDriver
 TARGET = Target(model="tiny", base_model="tiny", max_context=4096, base_source="/nowhere")
 
 
-def _gate(in_flight: int, cap: int) -> AdmissionGate:
+def _gate(in_flight: int, cap: int) -> EngineGate:
     registry = EngineRegistry()
     registry.add(
         EngineHandle(
@@ -36,7 +36,7 @@ def _gate(in_flight: int, cap: int) -> AdmissionGate:
             in_flight=in_flight,
         )
     )
-    return AdmissionGate(
+    return EngineGate(
         None,
         None,
         EngineRouter(registry, cache=None),
@@ -81,7 +81,7 @@ class _SlowAdmission:
 
 def test_a_burst_cannot_overshoot_the_cap_while_admissions_are_in_flight() -> None:
     gate = _gate(in_flight=0, cap=4)
-    gate.admission = _SlowAdmission()  # type: ignore[assignment]
+    gate.quotas = _SlowAdmission()  # type: ignore[assignment]
 
     async def one() -> bool:
         try:
@@ -163,7 +163,7 @@ class _SlowRelease(_SlowAdmission):
 def test_the_engine_place_is_free_before_the_finished_request_is_settled_in_redis() -> None:
     gate = _gate(in_flight=0, cap=1)
     gate.queue_wait_s = 1.0
-    slow = gate.admission = _SlowRelease()  # type: ignore[assignment]
+    slow = gate.quotas = _SlowRelease()  # type: ignore[assignment]
     args = dict(stream=True, target=TARGET, prompt_tokens=1, max_tokens=1)
 
     async def scenario() -> bool:

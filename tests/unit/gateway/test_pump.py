@@ -12,7 +12,7 @@ from prometheus_client import Histogram
 
 from loraplex.gateway import observe
 from loraplex.gateway.buffer import StreamBuffer
-from loraplex.gateway.pump import Job, StreamLimits, pump
+from loraplex.gateway.pump import EngineRun, StreamLimits, pump
 from loraplex.gateway.relay import encode_events
 from loraplex.gateway.resolve import Target
 from loraplex.gateway.routing import EngineRouter
@@ -119,12 +119,12 @@ def _router(*drivers: ScriptedDriver) -> EngineRouter:
     return EngineRouter(registry, cache=None)  # type: ignore[arg-type]  # base model: no adapter cache
 
 
-def _job(**limits: float) -> Job:
+def _job(**limits: float) -> EngineRun:
     request = GenerateRequest(rid="", prompt="hi", max_tokens=8)
-    return Job("cmpl-test", TARGET, request, StreamLimits(**limits), time.monotonic())  # type: ignore[arg-type]
+    return EngineRun("cmpl-test", TARGET, request, StreamLimits(**limits), time.monotonic())  # type: ignore[arg-type]
 
 
-async def _run(router: EngineRouter, job: Job, max_bytes: int = 1 << 20) -> StreamBuffer:
+async def _run(router: EngineRouter, job: EngineRun, max_bytes: int = 1 << 20) -> StreamBuffer:
     buffer = StreamBuffer(max_bytes=max_bytes)
     await pump(job, buffer, router)
     return buffer

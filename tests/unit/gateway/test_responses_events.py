@@ -17,7 +17,6 @@ import httpx2
 import pydantic
 import pytest
 from litestar import Litestar
-from litestar.datastructures import State
 from litestar.di import Provide
 from litestar.testing import TestClient
 from openai import BadRequestError, OpenAI
@@ -26,13 +25,14 @@ from openai.types.responses import Response, ResponseStreamEvent
 from loraplex.auth.principal import Principal
 from loraplex.errors import InvalidInput, exception_handlers
 from loraplex.gateway.buffer import StreamBuffer
+from loraplex.gateway.limits import TenantLimits
 from loraplex.gateway.relay import encode_events, until_disconnect
 from loraplex.gateway.resolve import Target
 from loraplex.gateway.responses_body import request_echo, response_body
 from loraplex.gateway.responses_controller import ResponsesController
 from loraplex.gateway.responses_events import ResponsesEncoder
 from loraplex.gateway.responses_schema import decode_request, to_chat
-from loraplex.gateway.service import Call
+from loraplex.gateway.service import AdmittedRequest, Gateway
 
 EVENTS = pydantic.TypeAdapter(ResponseStreamEvent)
 RESPONSE_ID = "resp_abc123"
@@ -431,7 +431,7 @@ TARGET = Target(model="bot", base_model="tiny", max_context=4096, base_source="/
 PRINCIPAL = Principal(uuid.uuid4(), "lpx_test", uuid.uuid4(), frozenset({"inference"}))
 
 
-class ScriptedGateway:
+class ScriptedGateway(Gateway):  # a Gateway to the route's typed dependency
     """`prepare`, `run_whole` and `stream` like the real gateway's, over a scripted buffer."""
 
     def __init__(self, *steps: Step, refusal: InvalidInput | None = None):
@@ -445,17 +445,21 @@ class ScriptedGateway:
         _end(buffer, "stop", None)
         return buffer
 
-    async def prepare(self, tenant_id: Any, body: Any, limits: Any, received_at: Any) -> Call:
+    async def prepare(
+        self, tenant_id: Any, body: Any, limits: Any, received_at: Any
+    ) -> AdmittedRequest:
         if self.refusal is not None:
             raise self.refusal
         self.prepared.append(body)
-        return Call(tenant_id, TARGET, None, "chat", body.stream, True, 3, request_id="abc123")  # type: ignore[arg-type]
+        return AdmittedRequest(
+            tenant_id, TARGET, None, "chat", body.stream, True, 3, request_id="abc123"
+        )  # type: ignore[arg-type]
 
-    async def run_whole(self, call: Call) -> tuple[str, Any, StreamBuffer]:
+    async def run_whole(self, call: AdmittedRequest) -> tuple[str, Any, StreamBuffer]:
         buffer = self._buffer()
         return "chatcmpl-abc123", buffer.take(), buffer
 
-    async def stream(self, call: Call, encoder_for: Any = None) -> Any:
+    async def stream(self, call: AdmittedRequest, encoder_for: Any = None) -> Any:
         engine = asyncio.ensure_future(asyncio.sleep(0))
         events = encode_events(
             encoder_for("chatcmpl-abc123"), self._buffer(), call.include_usage, None
@@ -463,7 +467,10 @@ class ScriptedGateway:
         return until_disconnect(events, engine)
 
 
-class NoLimits:
+class NoLimits(TenantLimits):
+    def __init__(self) -> None:
+        pass
+
     async def get(self, tenant_id: Any) -> dict[str, int]:
         return {}
 
@@ -473,9 +480,12 @@ def route() -> Iterator[tuple[TestClient, ScriptedGateway]]:
     gateway = ScriptedGateway("Hel", "lo")
     app = Litestar(
         route_handlers=[ResponsesController],
-        dependencies={"principal": Provide(lambda: PRINCIPAL, sync_to_thread=False)},
+        dependencies={
+            "principal": Provide(lambda: PRINCIPAL, sync_to_thread=False),
+            "gateway": Provide(lambda: gateway, sync_to_thread=False),
+            "tenant_limits": Provide(NoLimits, sync_to_thread=False),
+        },
         exception_handlers=exception_handlers(),
-        state=State({"gateway": gateway, "tenant_limits": NoLimits()}),
     )
     with TestClient(app) as client:
         yield client, gateway

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from loraplex.serving.policy import (
+    TIER_COSTS,
     AdapterVersion,
     ColdLoadBudget,
     DispatchQueue,
@@ -17,7 +18,6 @@ from loraplex.serving.policy import (
     Tier,
 )
 from loraplex.serving.policy.cache import TierCache
-from loraplex.serving.simulator.costs import TIER_COSTS
 
 MB = 1_000_000
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from loraplex.serving.policy import (
+    TIER_COSTS,
     AdapterVersion,
     Deferred,
     Load,
@@ -15,7 +16,6 @@ from loraplex.serving.policy import (
     TenantPlan,
     Tier,
 )
-from loraplex.serving.simulator.costs import TIER_COSTS
 
 MB = 1_000_000
 NODES = [

@@ -77,6 +77,13 @@ async def ensure(cache: DiskCache, version: Version) -> Path:
     return await cache.ensure(version.id, version.prefix, version.files)
 
 
+def policy_cache(tmp_path: Path, store: LocalStore, versions_fitting: int = 10) -> DiskCache:
+    """A cache that leaves eviction to the policy core, as live placement's does."""
+    cache = make_cache(tmp_path, store, versions_fitting)
+    cache.follow_policy()
+    return cache
+
+
 def on_disk(cache: DiskCache, version_id: UUID) -> bool:
     """Whether the version's folder exists."""
     return cache.path_of(version_id).is_dir()
@@ -191,3 +198,72 @@ async def test_a_file_name_that_leaves_the_version_folder_is_refused(tmp_path, s
     cache = make_cache(tmp_path, store)
     with pytest.raises(ValueError, match="plain file name"):
         await cache.ensure(uuid.uuid4(), "adapters/x/", {"../escape": "0" * 64})
+
+
+async def test_following_the_policy_a_version_the_core_evicted_in_use_costs_no_other(
+    tmp_path, store, scratch
+) -> None:
+    held, other, new = (upload(store, scratch) for _ in range(3))
+    cache = policy_cache(tmp_path, store, versions_fitting=2)
+    await ensure(cache, other)
+    async with cache.use(held.id, held.prefix, held.files):
+        assert not cache.discard(held.id)  # the core evicted it; an engine still reads it
+        await ensure(cache, new)  # over budget only until that read ends
+        assert (other.id in cache, new.id in cache) == (True, True)
+    await cache.aclose()
+    assert [v.id in cache for v in (held, other, new)] == [False, True, True]
+    assert cache.evictions == 1
+
+
+async def test_following_the_policy_a_cache_shared_past_its_budget_drops_its_oldest(
+    tmp_path, store, scratch
+) -> None:
+    # Two local engines, each given the whole budget by the core, share one cache.
+    oldest, middle, newest = (upload(store, scratch) for _ in range(3))
+    cache = policy_cache(tmp_path, store, versions_fitting=2)
+    for version in (oldest, middle, newest):
+        await ensure(cache, version)
+    await cache.aclose()
+    assert [v.id in cache for v in (oldest, middle, newest)] == [False, True, True]
+    assert cache.used_bytes == 2 * VERSION_BYTES
+
+
+@pytest.mark.parametrize("follows_policy", [True, False], ids=["policy", "standalone"])
+async def test_a_version_discarded_in_use_goes_on_release_only_under_the_policy(
+    tmp_path, store, scratch, follows_policy: bool
+) -> None:
+    version = upload(store, scratch)
+    cache = policy_cache(tmp_path, store) if follows_policy else make_cache(tmp_path, store)
+    async with cache.use(version.id, version.prefix, version.files):
+        assert not cache.discard(version.id)
+        assert version.id in cache
+    await cache.aclose()
+    assert (version.id in cache, on_disk(cache, version.id)) == (not follows_policy,) * 2
+
+
+async def test_a_discard_waiting_for_a_release_is_void_once_the_version_is_asked_for_again(
+    tmp_path, store, scratch
+) -> None:
+    version = upload(store, scratch)
+    cache = policy_cache(tmp_path, store)
+    cache.pin(version.id)
+    await ensure(cache, version)
+    assert not cache.discard(version.id)
+    await ensure(cache, version)  # the policy placed it again
+    cache.unpin(version.id)
+    assert version.id in cache
+
+
+async def test_following_the_policy_copies_left_by_a_previous_process_go_first(
+    tmp_path, store, scratch
+) -> None:
+    left, placed, again, new = (upload(store, scratch) for _ in range(4))
+    for version in (left, again):
+        await ensure(make_cache(tmp_path, store), version)
+    cache = policy_cache(tmp_path, store, versions_fitting=3)
+    await ensure(cache, again)  # asked for again: the policy holds it now
+    await ensure(cache, placed)
+    await ensure(cache, new)
+    await cache.aclose()
+    assert [v.id in cache for v in (left, again, placed, new)] == [False, True, True, True]
+    assert cache.evictions == 1

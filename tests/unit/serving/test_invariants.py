@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 
 from loraplex.serving.policy import (
     EMPTY,
+    TIER_COSTS,
     AdapterVersion,
     Deferred,
     Evict,
@@ -19,7 +20,6 @@ from loraplex.serving.policy import (
     TenantPlan,
     Tier,
 )
-from loraplex.serving.simulator.costs import TIER_COSTS
 
 MB = 1_000_000
 NODES = [

@@ -243,3 +243,27 @@ async def test_after_a_reported_restart_what_the_engine_held_is_loaded_again_una
     await settle(cluster.placement)
 
     assert loaded(engine) == {name_of(pinned), name_of(plain)}
+
+
+async def test_the_core_decides_what_leaves_the_disk_cache(tmp_path: Path) -> None:
+    # The core's disk tier holds two 128-byte versions; the cache's own budget is far larger.
+    config = LiveConfig(policy=PolicyConfig(eviction="lru"), disk_budget_bytes=256)
+    cluster = Cluster(tmp_path, config)
+    cluster.engine(host_slots=2)
+    a, b, c = (cluster.version() for _ in range(3))
+    for version in (a, b, c):
+        await cluster.serve(version)
+    await cluster.cache.aclose()
+    assert [v.version_id in cluster.cache for v in (a, b, c)] == [False, True, True]
+
+
+async def test_a_disk_cache_the_core_overfills_keeps_to_its_budget(cluster: Cluster) -> None:
+    # As when several local engines share the cache: the core budgets 10 GiB of disk for
+    # this engine, the cache holds one version. Its hard cap drops the oldest unused copy.
+    cluster.cache.budget_bytes = 128
+    cluster.engine(host_slots=1)
+    a, b = cluster.version(), cluster.version()
+    for version in (a, b):
+        await cluster.serve(version)
+    await cluster.cache.aclose()
+    assert (a.version_id in cluster.cache, b.version_id in cluster.cache) == (False, True)

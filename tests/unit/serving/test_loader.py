@@ -11,7 +11,11 @@ import pytest
 from loraplex.adapters.store import LocalStore
 from loraplex.serving.disk_cache import DiskCache
 from loraplex.serving.engines import EngineUnavailable
-from loraplex.serving.loader import engine_adapter_name, ensure_on_engine, version_id_of
+from loraplex.serving.loader import (
+    engine_adapter_name,
+    ensure_on_engine,
+    version_id_from_engine_name,
+)
 from loraplex.serving.policy import Tier
 from loraplex.serving.registry import EngineHandle
 from tests.support.fake_driver import FakeDriver
@@ -69,12 +73,12 @@ def test_engine_names_come_from_the_version_id_only() -> None:
     version_id = uuid.uuid4()
     name = engine_adapter_name(version_id)
     assert name == "lpx-" + version_id.hex
-    assert version_id_of(name) == version_id
+    assert version_id_from_engine_name(name) == version_id
 
 
 @pytest.mark.parametrize("name", ["my-adapter", "lpx-not-hex", "lpx-", ""])
 def test_names_loraplex_did_not_make_map_to_no_version(name: str) -> None:
-    assert version_id_of(name) is None
+    assert version_id_from_engine_name(name) is None
 
 
 async def test_a_cold_version_is_downloaded_and_loaded(handle, driver, version, cache) -> None:

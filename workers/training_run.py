@@ -1,4 +1,9 @@
-"""One training attempt of a job: fetch inputs, train in a thread, report, store the result."""
+"""One training attempt of a job: claim it, fetch inputs, train in a thread, store the result.
+
+Training runs in a thread; its callbacks hop back onto the task's event loop for database
+writes, throttled so progress costs little. The loop must stay free for the heartbeat: a
+running job silent for `job_heartbeat_timeout_s` is taken for lost and requeued by the reaper.
+"""
 
 from __future__ import annotations
 
@@ -15,27 +20,38 @@ import anyio
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from loraplex.api.deps import open_object_store
 from loraplex.db.models import BaseModel, DatasetFile, FineTuneCheckpoint, FineTuneJob, JobStatus
-from loraplex.finetune.jobs import add_event, set_status
-from loraplex.finetune.schemas import CHECKPOINT_EVERY
+from loraplex.finetune.schemas import AUTO, CHECKPOINT_EVERY
+from loraplex.finetune.transitions import add_event, claim, heartbeat, set_status
 from loraplex.gateway.usage import SqlUsageWriter, UsageRecorder
 from loraplex.settings import Settings
 from loraplex.workers.finish import register_result
-from loraplex.workers.jobs import heartbeat
+from loraplex.workers.task import TaskContext
 
 log = logging.getLogger("loraplex.workers")
-AUTO = {"n_epochs": 3, "batch_size": 8, "learning_rate_multiplier": 1.0}
+
+
+async def train(context: TaskContext, job_id: UUID) -> None:
+    """Run a queued job to its end; a duplicate or a job not queued is left alone."""
+    async with context.sessions() as session:
+        claimed = await claim(session, job_id)
+        await session.commit()
+    if claimed:
+        await TrainingRun(job_id, context.settings, context.sessions, context.store).run()
 
 
 class TrainingRun:
     """Trains one claimed (`running`) job to its end state."""
 
     def __init__(
-        self, job_id: UUID, settings: Settings, sessions: async_sessionmaker[AsyncSession]
+        self,
+        job_id: UUID,
+        settings: Settings,
+        sessions: async_sessionmaker[AsyncSession],
+        store: Any,
     ):
         self.job_id, self.settings, self.sessions = job_id, settings, sessions
-        self.store = open_object_store(settings)
+        self.store = store
         self.cancel = False
         self.progress: dict[str, Any] = {}
         self._last_event = 0.0
@@ -69,8 +85,11 @@ class TrainingRun:
             beats.cancel()
 
     async def _train(self, job: FineTuneJob, base: BaseModel, tmp: Path) -> Any:
-        from loraplex.workers.trainer import TrainConfig, train
+        from loraplex.workers.trainer import TrainConfig
 
+        # Importing the trainer loads torch, seconds of work: off the loop, so the heartbeat
+        # keeps beating and the reaper does not take a starting worker for a lost one.
+        train = await asyncio.to_thread(_load_trainer)
         async with self.sessions() as session:
             train_file = await session.get_one(DatasetFile, job.training_file_id)
             valid_file = (
@@ -244,3 +263,9 @@ class TrainingRun:
     def _call(self, coroutine: Any) -> None:
         assert self._loop is not None
         asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(timeout=60)
+
+
+def _load_trainer() -> Any:
+    from loraplex.workers.trainer import train
+
+    return train

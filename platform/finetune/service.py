@@ -1,8 +1,7 @@
-"""Fine-tuning jobs: create (validate inputs, enqueue), read, list events/checkpoints, cancel.
+"""A tenant's fine-tuning jobs: create (check, record, commit, enqueue), read, cancel.
 
-The API only records intent; Celery tasks in `loraplex.workers` do the work. Every status
-change is a compare-and-set (`UPDATE ... WHERE status = ...`), so a task that runs twice, or
-a cancel that races the worker, cannot put a job into two states.
+The API and the console only record intent through `JobService`; Celery tasks in
+`loraplex.workers` do the work. Status changes go through `loraplex.finetune.transitions`.
 """
 
 from __future__ import annotations
@@ -29,41 +28,9 @@ from loraplex.db.models import (
 from loraplex.db.models.finetune import TERMINAL
 from loraplex.errors import Conflict, InvalidInput, NotFound, QuotaExceeded
 from loraplex.finetune.ids import FILE, JOB, parse, public
+from loraplex.finetune.queue import JobQueue
 from loraplex.finetune.schemas import Hyperparameters, JobCreate
-
-ACTIVE = (JobStatus.VALIDATING_FILES, JobStatus.QUEUED, JobStatus.RUNNING)
-
-
-async def set_status(
-    session: AsyncSession,
-    job_id: UUID,
-    expected: tuple[JobStatus, ...],
-    new: JobStatus,
-    **values: Any,
-) -> bool:
-    """Compare-and-set the job's status; False when it was not in `expected`."""
-    result = await session.execute(
-        update(FineTuneJob)
-        .where(FineTuneJob.id == job_id, FineTuneJob.status.in_(expected))
-        .values(status=new, **values)
-        .returning(FineTuneJob.id)
-    )
-    return result.first() is not None
-
-
-async def add_event(
-    session: AsyncSession,
-    job_id: UUID,
-    message: str,
-    *,
-    level: str = "info",
-    kind: str = "message",
-    data: dict[str, Any] | None = None,
-) -> None:
-    """Append an event to the job's log."""
-    session.add(
-        FineTuneEvent(job_id=job_id, message=message, level=level, type=kind, data=data or {})
-    )
+from loraplex.finetune.transitions import ACTIVE, add_event, set_status
 
 
 class JobService:
@@ -72,8 +39,14 @@ class JobService:
     def __init__(self, session: AsyncSession):
         self.session = session
 
-    async def create(self, tenant_id: UUID, data: JobCreate, actor: str) -> FineTuneJob:
-        """Check the request, record the job as `validating_files`; the caller enqueues it."""
+    async def create(
+        self, tenant_id: UUID, data: JobCreate, actor: str, job_queue: JobQueue
+    ) -> FineTuneJob:
+        """Check the request, record the job as `validating_files`, commit, then enqueue it.
+
+        The commit comes first because the worker must find the job when the task arrives;
+        the queue is a parameter so no caller can record a job and forget to send it.
+        """
         base = (
             await self.session.execute(select(BaseModel).where(BaseModel.name == data.model))
         ).scalar_one_or_none()
@@ -122,6 +95,8 @@ class JobService:
             model=base.name,
             suffix=suffix,
         )
+        await self.session.commit()
+        job_queue.validate(job.id)
         return job
 
     async def get(self, tenant_id: UUID, public_id: str) -> FineTuneJob:

@@ -1,0 +1,170 @@
+"""Changes to who may call and how much, announced when their transaction commits.
+
+The hot path caches two things a few seconds: API keys (`KeyAuthenticator`) and tenant
+limits (`TenantLimits`). A service that changes what they cache — revokes a key, suspends or
+deletes a tenant, sets a quota, edits a plan — calls `announce(session, ...)`. Nothing is
+delivered until that session commits (a rollback drops it), so a cache never forgets a
+change that did not happen, and every caller — API handler, console, CLI, worker — has the
+same effect, because the service does it, not the handler.
+
+On commit every running `ChangeFeed` in this process hears the change at once and publishes
+it on a Redis channel; the feeds of the other replicas drop their copies within a round trip.
+A replica that was cut off from Redis may miss a message: on reconnecting it drops all it
+caches, and in any case its caches expire on their own within seconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import uuid
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from redis.asyncio import Redis
+from sqlalchemy import event
+from sqlalchemy.orm import Session
+
+log = logging.getLogger("loraplex.changes")
+
+CHANNEL = "loraplex:changes"
+RECONNECT_S = 1.0
+_PENDING = "loraplex.changes"  # the key of a session's not yet committed announcements
+
+
+class Change(StrEnum):
+    """What changed; each cache listens for the kinds that make its copies wrong."""
+
+    KEY_REVOKED = "key_revoked"  # subject: the key's prefix
+    TENANT_ACCESS = "tenant_access"  # a tenant suspended, resumed or deleted
+    TENANT_LIMITS = "tenant_limits"  # a tenant's quota or plan, or a plan's limits
+
+
+@dataclass(frozen=True)
+class Announcement:
+    change: Change
+    subject: str = ""
+
+
+Listener = Callable[[Announcement], None]
+EVERYTHING = (Announcement(Change.TENANT_ACCESS), Announcement(Change.TENANT_LIMITS))
+
+
+def announce(session: Any, change: Change, subject: str = "") -> None:
+    """Deliver `change` to every cache once `session` (sync or async) commits."""
+    session.info.setdefault(_PENDING, []).append(Announcement(change, subject))
+
+
+class ChangeFeed:
+    """Delivers committed announcements to this process's listeners and to other replicas.
+
+    Without a Redis client (tests, one-off tools) it delivers within the process only.
+    """
+
+    def __init__(self, redis: Redis | None, channel: str = CHANNEL):
+        self._redis, self._channel = redis, channel
+        self._origin = uuid.uuid4().hex  # our own messages come back; skip them
+        self._listeners: list[Listener] = []
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._subscriber: asyncio.Task[None] | None = None
+
+    def listen(self, listener: Listener) -> None:
+        """Call `listener` with every announcement, from this process or another."""
+        self._listeners.append(listener)
+
+    async def start(self, *, subscribe: bool = True) -> None:
+        """Hear this process's commits; with `subscribe`, hear other replicas' too."""
+        _RUNNING.add(self)
+        if subscribe and self._redis is not None:
+            self._subscriber = asyncio.create_task(self._subscribe(), name="change-feed")
+
+    async def stop(self) -> None:
+        """Stop hearing, and finish publishing what was committed."""
+        _RUNNING.discard(self)
+        if self._subscriber is not None:
+            self._subscriber.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._subscriber
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    def committed(self, announcements: list[Announcement]) -> None:
+        """Deliver here at once; publish to the other replicas in the background."""
+        self._deliver(announcements)
+        if self._redis is None:
+            return
+        try:
+            task = asyncio.get_running_loop().create_task(self._publish(announcements))
+        except RuntimeError:  # committed outside an event loop: other replicas expire on TTL
+            return
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _deliver(self, announcements: tuple[Announcement, ...] | list[Announcement]) -> None:
+        for announcement in announcements:
+            for listener in self._listeners:
+                listener(announcement)
+
+    async def _publish(self, announcements: list[Announcement]) -> None:
+        assert self._redis is not None
+        message = {
+            "origin": self._origin,
+            "changes": [[a.change.value, a.subject] for a in announcements],
+        }
+        try:
+            await self._redis.publish(self._channel, json.dumps(message))
+        except Exception as exc:  # the others' caches expire on their own within seconds
+            log.warning("could not publish cache changes: %s", exc)
+
+    async def _subscribe(self) -> None:
+        assert self._redis is not None
+        first = True
+        while True:
+            try:
+                async with self._redis.pubsub() as pubsub:
+                    await pubsub.subscribe(self._channel)
+                    if not first:  # we may have missed announcements while away
+                        self._deliver(EVERYTHING)
+                    first = False
+                    async for message in pubsub.listen():
+                        self._heard(message)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.warning("change feed lost Redis (%s); retrying in %.0f s", exc, RECONNECT_S)
+                first = False
+                await asyncio.sleep(RECONNECT_S)
+
+    def _heard(self, message: dict[str, Any]) -> None:
+        if message.get("type") != "message":
+            return
+        try:
+            body = json.loads(message["data"])
+            if body["origin"] == self._origin:
+                return
+            announcements = [Announcement(Change(c), str(s)) for c, s in body["changes"]]
+        except (ValueError, KeyError, TypeError):
+            log.warning("ignored a malformed change message")
+            return
+        self._deliver(announcements)
+
+
+_RUNNING: weakref.WeakSet[ChangeFeed] = weakref.WeakSet()
+
+
+@event.listens_for(Session, "after_commit")
+def _after_commit(session: Session) -> None:
+    pending = session.info.pop(_PENDING, None)
+    if pending:
+        for feed in list(_RUNNING):
+            feed.committed(pending)
+
+
+@event.listens_for(Session, "after_rollback")
+def _after_rollback(session: Session) -> None:
+    session.info.pop(_PENDING, None)

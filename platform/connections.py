@@ -1,0 +1,45 @@
+"""The process's connections to what it depends on: Redis and the object store.
+
+One builder per connection, used by every process kind — the API (`loraplex.services`),
+the Celery workers, the node agent and the CLI — so each reads the same settings the same
+way. The database's is `loraplex.db.config.sqlalchemy_config`.
+"""
+
+from __future__ import annotations
+
+from redis.asyncio import Redis
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+
+from loraplex.adapters.store import ObjectStore, open_store
+from loraplex.redis_client import open_redis
+from loraplex.settings import Settings
+
+REDIS_SOCKET_TIMEOUT_S = 2.0  # the admission path bounds its own calls tighter (deadline)
+
+
+def shared_redis(settings: Settings) -> Redis:
+    """The process's one Redis client: the URL's server, or the embedded stand-in."""
+    if not settings.redis_url:
+        return open_redis("")
+    return open_redis(
+        settings.redis_url,
+        socket_timeout=REDIS_SOCKET_TIMEOUT_S,
+        socket_connect_timeout=settings.ratelimit_redis_timeout_s,
+        retry=Retry(NoBackoff(), retries=1),  # one retry heals a connection Redis dropped
+    )
+
+
+def open_object_store(settings: Settings) -> ObjectStore:
+    """The object store the settings name: a local directory (embedded) or S3."""
+    if settings.object_store == "s3":
+        return open_store(
+            "s3",
+            bucket=settings.s3_bucket,
+            endpoint_url=settings.s3_endpoint_url or None,
+            region=settings.s3_region,
+            access_key=settings.s3_access_key_id or None,
+            secret_key=settings.s3_secret_access_key or None,
+            create_bucket=True,
+        )
+    return open_store("local", root=settings.data_dir / "objects")
