@@ -260,9 +260,7 @@ class EngineGate:
         if not engines:
             return None
         loads = [
-            self.shedder.load(
-                e.id, in_flight=e.in_flight, queued=0, parallelism=self.parallelism
-            )
+            self.shedder.load(e.id, in_flight=e.in_flight, queued=0, parallelism=self.parallelism)
             for e in engines
         ]
         return self.shedder.estimate_s(loads, prompt_tokens)
