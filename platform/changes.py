@@ -4,8 +4,9 @@ The hot path caches two things a few seconds: API keys (`KeyAuthenticator`) and 
 limits (`TenantLimits`). A service that changes what they cache — revokes a key, suspends or
 deletes a tenant, sets a quota, edits a plan — calls `announce(session, ...)`. Nothing is
 delivered until that session commits (a rollback drops it), so a cache never forgets a
-change that did not happen, and every caller — API handler, console, CLI, worker — has the
-same effect, because the service does it, not the handler.
+change that did not happen, and every caller — API handler, console, CLI — has the same
+effect, because the service does it, not the handler. (A process that runs no feed, such
+as a Celery worker today, announces to nobody: the caches then expire within seconds.)
 
 On commit every running `ChangeFeed` in this process hears the change at once and publishes
 it on a Redis channel; the feeds of the other replicas drop their copies within a round trip.
@@ -34,6 +35,7 @@ log = logging.getLogger("loraplex.changes")
 
 CHANNEL = "loraplex:changes"
 RECONNECT_S = 1.0
+PUBLISH_TIMEOUT_S = 2.0  # a Redis that does not answer must not hold up a commit's caller
 _PENDING = "loraplex.changes"  # the key of a session's not yet committed announcements
 
 
@@ -72,6 +74,7 @@ class ChangeFeed:
         self._listeners: list[Listener] = []
         self._tasks: set[asyncio.Task[None]] = set()
         self._subscriber: asyncio.Task[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     def listen(self, listener: Listener) -> None:
         """Call `listener` with every announcement, from this process or another."""
@@ -79,6 +82,7 @@ class ChangeFeed:
 
     async def start(self, *, subscribe: bool = True) -> None:
         """Hear this process's commits; with `subscribe`, hear other replicas' too."""
+        self._loop = asyncio.get_running_loop()
         _RUNNING.add(self)
         if subscribe and self._redis is not None:
             self._subscriber = asyncio.create_task(self._subscribe(), name="change-feed")
@@ -94,14 +98,23 @@ class ChangeFeed:
             await asyncio.gather(*self._tasks, return_exceptions=True)
 
     def committed(self, announcements: list[Announcement]) -> None:
-        """Deliver here at once; publish to the other replicas in the background."""
-        self._deliver(announcements)
-        if self._redis is None:
-            return
+        """Deliver here at once; publish to the other replicas in the background.
+
+        The feed, its listeners and its Redis connections belong to the loop it started on;
+        a commit made on another loop or thread hands the announcements over to that loop.
+        """
         try:
-            task = asyncio.get_running_loop().create_task(self._publish(announcements))
-        except RuntimeError:  # committed outside an event loop: other replicas expire on TTL
+            here = asyncio.get_running_loop()
+        except RuntimeError:  # a synchronous session, outside any loop
+            here = None
+        if self._loop is not None and here is not self._loop:
+            with contextlib.suppress(RuntimeError):  # that loop has closed: nobody to tell
+                self._loop.call_soon_threadsafe(self.committed, announcements)
             return
+        self._deliver(announcements)
+        if self._redis is None or here is None:
+            return
+        task = here.create_task(self._publish(announcements))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -117,7 +130,8 @@ class ChangeFeed:
             "changes": [[a.change.value, a.subject] for a in announcements],
         }
         try:
-            await self._redis.publish(self._channel, json.dumps(message))
+            async with asyncio.timeout(PUBLISH_TIMEOUT_S):
+                await self._redis.publish(self._channel, json.dumps(message))
         except Exception as exc:  # the others' caches expire on their own within seconds
             log.warning("could not publish cache changes: %s", exc)
 
@@ -157,8 +171,13 @@ class ChangeFeed:
 _RUNNING: weakref.WeakSet[ChangeFeed] = weakref.WeakSet()
 
 
+# Both hooks also fire for savepoints: those are left alone, so what a savepoint announced
+# waits for the outer commit (a rolled-back savepoint's announcement then only costs a
+# needless reload), and the outer transaction's announcements survive a savepoint rollback.
 @event.listens_for(Session, "after_commit")
 def _after_commit(session: Session) -> None:
+    if session.in_nested_transaction():
+        return
     pending = session.info.pop(_PENDING, None)
     if pending:
         for feed in list(_RUNNING):
@@ -167,4 +186,5 @@ def _after_commit(session: Session) -> None:
 
 @event.listens_for(Session, "after_rollback")
 def _after_rollback(session: Session) -> None:
-    session.info.pop(_PENDING, None)
+    if not session.in_nested_transaction():
+        session.info.pop(_PENDING, None)

@@ -15,18 +15,23 @@ from loraplex.adapters.store import ObjectStore, open_store
 from loraplex.redis_client import open_redis
 from loraplex.settings import Settings
 
-REDIS_SOCKET_TIMEOUT_S = 2.0  # the admission path bounds its own calls tighter (deadline)
-
 
 def shared_redis(settings: Settings) -> Redis:
-    """The process's one Redis client: the URL's server, or the embedded stand-in."""
+    """The process's one Redis client: the URL's server, or the embedded stand-in.
+
+    It connects within the admission timeout and retries a call once (a connection Redis
+    dropped), but has no `socket_timeout`: redis-py enforces one with `asyncio.wait_for`, a
+    new Task per command, the largest single cost of admission under a burst. Callers bound
+    their own waits instead: admission with its deadline (`redis_deadline`), a resumable
+    stream's blocking read with `asyncio.timeout`; the change feed's subscription waits for
+    messages as long as there are none.
+    """
     if not settings.redis_url:
         return open_redis("")
     return open_redis(
         settings.redis_url,
-        socket_timeout=REDIS_SOCKET_TIMEOUT_S,
         socket_connect_timeout=settings.ratelimit_redis_timeout_s,
-        retry=Retry(NoBackoff(), retries=1),  # one retry heals a connection Redis dropped
+        retry=Retry(NoBackoff(), retries=1),
     )
 
 

@@ -7,13 +7,12 @@ reload.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Any
 from uuid import UUID
 
 from advanced_alchemy.extensions.litestar import providers
 from litestar import Controller, Request, get, post
 from litestar.datastructures import FormMultiDict
-from litestar.params import QueryParameter
 from litestar.response import Template
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -25,7 +24,7 @@ from loraplex.db.models import TenantStatus
 from loraplex.errors import InvalidInput
 from loraplex.finetune.ids import JOB, public
 from loraplex.web import admin_reads, reads
-from loraplex.web.audit import audit_page
+from loraplex.web.audit import TYPED_FILTERS, audit_page
 from loraplex.web.forms import convert, number
 from loraplex.web.paging import PageAsked, page_number
 from loraplex.web.replica import fmt_ms, replica_stats
@@ -96,21 +95,18 @@ class AdminController(Controller):
             return _refused("admin/tenants.html", context, exc)
         return Template("admin/tenants.html", context=context)
 
-    @get("/audit", name="admin.audit")
+    @get("/audit", name="admin.audit", dependencies=TYPED_FILTERS)
     async def audit(
         self,
         operator: Viewer,
         db_session: AsyncSession,
+        typed: dict[str, str],
         tenant: str = "",
-        actor: str = "",
-        action: str = "",
-        since: Annotated[str, QueryParameter(name="from")] = "",
-        until: Annotated[str, QueryParameter(name="to")] = "",
         page_asked: PageAsked = "",
     ) -> Template:
         """The audit log filtered by tenant, actor, action and UTC dates, paged, newest first;
         a filter that cannot be read is a 400 in the page, the form kept as typed."""
-        typed = {"tenant": tenant, "actor": actor, "action": action, "from": since, "to": until}
+        typed = {"tenant": tenant, **typed}
         return await audit_page(db_session, "admin/audit.html", typed, page_asked)
 
     @get("/adapters", name="admin.adapters")

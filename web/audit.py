@@ -12,10 +12,12 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, time, timedelta
-from typing import Any
+from typing import Annotated, Any
 from urllib.parse import urlencode
 from uuid import UUID
 
+from litestar.di import Provide
+from litestar.params import QueryParameter
 from litestar.response import Template
 from sqlalchemy import ColumnElement, Result, ScalarResult, and_, or_, select, true
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -26,6 +28,19 @@ from loraplex.web.admin_reads import count_rows, text_filter
 from loraplex.web.paging import Paging, page_number
 
 AUDIT_PER_PAGE = 50
+
+
+def provide_typed_filters(
+    actor: str = "",
+    action: str = "",
+    since: Annotated[str, QueryParameter(name="from")] = "",
+    until: Annotated[str, QueryParameter(name="to")] = "",
+) -> dict[str, str]:
+    """Dependency `typed`: the audit form's filters as typed, each possibly empty."""
+    return {"actor": actor, "action": action, "from": since, "to": until}
+
+
+TYPED_FILTERS = {"typed": Provide(provide_typed_filters, sync_to_thread=False)}
 
 
 @dataclass(frozen=True)

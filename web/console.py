@@ -7,14 +7,13 @@ audit entries — the actor is `user:<email>`).
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Any
 from uuid import UUID
 
 from advanced_alchemy.extensions.litestar import providers
 from litestar import Controller, Request, Response, get, post
 from litestar.datastructures import FormMultiDict
 from litestar.di import Provide
-from litestar.params import QueryParameter
 from litestar.response import Template
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -27,7 +26,7 @@ from loraplex.errors import Forbidden, InvalidInput
 from loraplex.gateway.catalogue import model_ids
 from loraplex.gateway.http import INFERENCE, Inference
 from loraplex.web import reads
-from loraplex.web.audit import audit_page
+from loraplex.web.audit import TYPED_FILTERS, audit_page
 from loraplex.web.forms import convert
 from loraplex.web.paging import PageAsked
 from loraplex.web.session import Viewer
@@ -93,20 +92,16 @@ class ConsoleController(Controller):
             headers={"content-disposition": f'attachment; filename="{filename}"'},
         )
 
-    @get("/audit", name="console.audit")
+    @get("/audit", name="console.audit", dependencies=TYPED_FILTERS)
     async def audit(
         self,
         tenant_id: UUID,
         db_session: AsyncSession,
-        actor: str = "",
-        action: str = "",
-        since: Annotated[str, QueryParameter(name="from")] = "",
-        until: Annotated[str, QueryParameter(name="to")] = "",
+        typed: dict[str, str],
         page_asked: PageAsked = "",
     ) -> Template:
         """The tenant's own audit log (who changed what, when), filtered and paged as the
         operators' is; `GET /api/v1/tenants/{id}/audit` has the same as JSON."""
-        typed = {"actor": actor, "action": action, "from": since, "to": until}
         return await audit_page(db_session, "console/audit.html", typed, page_asked, tenant_id)
 
     @get("/keys", name="console.keys")

@@ -8,6 +8,7 @@ running job silent for `job_heartbeat_timeout_s` is taken for lost and requeued 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import tempfile
 import time
@@ -74,6 +75,13 @@ class TrainingRun:
                 await self._succeed(job, result)
         except TrainingCancelled:
             await self._end(JobStatus.CANCELLED, "The job was cancelled")
+        except asyncio.CancelledError:  # the task's soft time limit: the trainer has stopped
+            await self._end(
+                JobStatus.FAILED,
+                "Training was interrupted: it ran past the task's time limit",
+                error={"code": "training_interrupted", "message": "time limit", "param": None},
+            )
+            raise
         except Exception as exc:  # any failure must end the job, never leave it running
             log.exception("job %s failed", self.job_id)
             await self._end(
@@ -123,14 +131,26 @@ class TrainingRun:
                 else {}
             ),
         )
-        return await asyncio.to_thread(
-            train,
-            config,
-            on_progress=self._on_progress,
-            should_stop=lambda: self.cancel,
-            checkpoint=self._on_checkpoint,
-            resume_from=resume,
+        work = asyncio.ensure_future(
+            asyncio.to_thread(
+                train,
+                config,
+                on_progress=self._on_progress,
+                should_stop=lambda: self.cancel,
+                checkpoint=self._on_checkpoint,
+                resume_from=resume,
+            )
         )
+        try:
+            return await asyncio.shield(work)
+        except asyncio.CancelledError:
+            # A thread cannot be cancelled: ask the trainer to stop at its next step and
+            # wait for it, so this process never starts another task with a run still on
+            # the device.
+            self.cancel = True
+            with contextlib.suppress(BaseException):
+                await work
+            raise
 
     async def _fetch(self, row: DatasetFile, path: Path) -> Path:
         await anyio.to_thread.run_sync(self.store.get_file, row.storage_key, path, row.sha256)

@@ -26,6 +26,11 @@ async def validate(context: TaskContext, job_id: UUID) -> None:
     """Validate the job's files against the base model's context; queue or fail the job."""
     async with context.sessions() as session:
         job = await session.get(FineTuneJob, job_id)
+        if job is not None and job.status == JobStatus.QUEUED:
+            # Validated before, and the training task may not have been sent (the broker
+            # failed right after the commit): send it again; training starts only once.
+            context.queue.train(job_id)
+            return
         if job is None or job.status != JobStatus.VALIDATING_FILES:
             return  # cancelled, or a duplicate delivery
         base = await session.get_one(BaseModel, job.base_model_id)

@@ -8,9 +8,9 @@ from typing import Any, TypeVar
 
 from advanced_alchemy.config import EngineConfig
 from advanced_alchemy.extensions.litestar import AsyncSessionConfig, SQLAlchemyAsyncConfig
-from redis.asyncio import Redis
 
 from loraplex.changes import ChangeFeed
+from loraplex.connections import shared_redis
 from loraplex.settings import Settings
 
 T = TypeVar("T")
@@ -37,7 +37,7 @@ def run_in_session(settings: Settings, work: Callable[[Any], Awaitable[T]]) -> T
     async def run() -> T:
         config = sqlalchemy_config(settings)
         # What the work changes in keys or limits reaches the API replicas' caches at once.
-        redis = Redis.from_url(settings.redis_url) if settings.redis_url else None
+        redis = shared_redis(settings) if settings.redis_url else None
         changes = ChangeFeed(redis)
         await changes.start(subscribe=False)
         try:

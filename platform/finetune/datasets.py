@@ -15,15 +15,6 @@ import msgspec
 
 from loraplex.finetune.rows import CheckedRow, Message, Method, RowInvalid, check_row
 
-__all__ = [
-    "DatasetRejected",
-    "DatasetStats",
-    "JsonlValidator",
-    "LineError",
-    "Method",
-    "validate_jsonl",
-]
-
 MAX_ERRORS = 20
 SHOWN_IN_MESSAGE = 5
 UTF8_BOM = b"\xef\xbb\xbf"

@@ -6,10 +6,12 @@ The API and the console only record intent through `JobService`; Celery tasks in
 
 from __future__ import annotations
 
+import logging
 from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
+import anyio
 import msgspec
 from sqlalchemy import func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -26,11 +28,13 @@ from loraplex.db.models import (
     JobStatus,
 )
 from loraplex.db.models.finetune import TERMINAL
-from loraplex.errors import Conflict, InvalidInput, NotFound, QuotaExceeded
+from loraplex.errors import Conflict, InvalidInput, NotFound, QuotaExceeded, Unavailable
 from loraplex.finetune.ids import FILE, JOB, parse, public
 from loraplex.finetune.queue import JobQueue
 from loraplex.finetune.schemas import Hyperparameters, JobCreate
-from loraplex.finetune.transitions import ACTIVE, add_event, set_status
+from loraplex.finetune.transitions import ACTIVE, add_event, fail, set_status
+
+log = logging.getLogger("loraplex.finetune")
 
 
 class JobService:
@@ -95,8 +99,21 @@ class JobService:
             model=base.name,
             suffix=suffix,
         )
-        await self.session.commit()
-        job_queue.validate(job.id)
+        await self.session.commit()  # the worker must find the job when the task arrives
+        try:  # a broker that is down can block a send for seconds: off the event loop
+            await anyio.to_thread.run_sync(job_queue.validate, job.id)
+        except Exception as exc:
+            log.warning("could not queue the validation of job %s: %s", job.id, exc)
+            await fail(
+                self.session,
+                job.id,
+                (JobStatus.VALIDATING_FILES,),
+                code="queue_unavailable",
+                message="the job could not be queued; create it again",
+                event="The job could not be queued (the task broker did not answer)",
+            )
+            await self.session.commit()
+            raise Unavailable("the fine-tuning queue is unavailable; try again shortly") from None
         return job
 
     async def get(self, tenant_id: UUID, public_id: str) -> FineTuneJob:

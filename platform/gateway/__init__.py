@@ -14,7 +14,7 @@
    The result is an `AdmittedRequest` holding its `Ticket`; every refusal happens here,
    before an engine is touched.
 4. Placement — `Gateway.start` runs `pump.py` as a task of its own; `routing.py`
-   `EngineRouter.acquire` asks the live placement (loraplex.serving.live) for an engine
+   `EngineRouter.prepare` asks the live placement (loraplex.serving.live) for an engine
    that has, or can load, the adapter: a `ReadyEngine`.
 5. Engine driver — `pump.py` sends the request through the engine's driver
    (loraplex.serving.engines: SGLang, vLLM) with a deadline per phase, and retries on

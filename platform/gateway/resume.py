@@ -27,6 +27,7 @@ from loraplex.gateway.relay import CLEANUP_WAIT_S
 from loraplex.gateway.sse import HEARTBEAT
 
 log = logging.getLogger("loraplex.gateway")
+READ_GRACE_S = 2.0  # past the XREAD's own block: Redis is not answering
 END = b"end"
 PRESENCE_CHECK_S = 1.0
 
@@ -115,9 +116,11 @@ class ResumableStreams:
     async def _entries(self, key: str, completion_id: str, after: str) -> AsyncIterator[bytes]:
         while True:
             await self._touch_presence(completion_id)
-            found = await self.redis.xread(
-                {key: after}, block=int(self.heartbeat_s * 1000), count=256
-            )
+            # Bounded here: the process's Redis client has no socket timeout (connections.py).
+            async with asyncio.timeout(self.heartbeat_s + READ_GRACE_S):
+                found = await self.redis.xread(
+                    {key: after}, block=int(self.heartbeat_s * 1000), count=256
+                )
             if not found:
                 if not await self.redis.exists(key):
                     return  # aborted (nobody read in time) or expired: nothing more will come

@@ -230,7 +230,7 @@ class Cluster:
     def _ensure_bucket(self) -> None:
         """Create the bucket as an API process does at start-up (`ObjectStore.check`)."""
         check = (
-            "from loraplex.api.deps import open_object_store\n"
+            "from loraplex.connections import open_object_store\n"
             "from loraplex.settings import Settings\n"
             "open_object_store(Settings.from_env()).check()\n"
         )

@@ -18,6 +18,7 @@ from sqlalchemy import select
 
 from loraplex.db.config import sqlalchemy_config
 from loraplex.db.models import BaseModel, DatasetFile, FineTuneEvent, FineTuneJob, JobStatus
+from loraplex.errors import Unavailable
 from loraplex.finetune.queue import JobQueue, Queue, TaskName
 from loraplex.finetune.schemas import JobCreate
 from loraplex.finetune.service import JobService
@@ -134,9 +135,38 @@ async def test_a_created_job_is_committed_then_validated_then_sent_to_train_thro
     assert sent.calls[1] == (TaskName.TRAIN, [str(job_id)], Queue.TRAIN, JobStatus.QUEUED)
 
     engine = process.worker_process(settings).config.get_engine()
-    again = await _run(app, TaskName.VALIDATE, job_id)  # a duplicate delivery: a no-op
-    assert again.successful() and len(sent.calls) == 2
+    # A duplicate delivery (or a retry after the train send failed) sends `train` again;
+    # training itself starts once, by compare-and-set on the job's status.
+    again = await _run(app, TaskName.VALIDATE, job_id)
+    assert again.successful() and [c[0] for c in sent.calls[1:]] == [TaskName.TRAIN] * 2
     assert process.worker_process(settings).config.get_engine() is engine
+
+
+async def test_a_job_whose_validation_cannot_be_queued_is_failed_and_the_caller_told(
+    settings: Settings, make_tenant: Any, operator: Api, celery_app: tuple[Any, Sent]
+) -> None:
+    app, _ = celery_app
+
+    def broker_down(*_: Any, **__: Any) -> None:
+        raise ConnectionError("broker refused")
+
+    app.send_task = broker_down  # type: ignore[method-assign]
+    tenant, base, file_id = await _tenant_with_file(make_tenant, operator)
+    config = sqlalchemy_config(settings)
+    try:
+        async with config.get_session() as session:
+            data = JobCreate(model=base, training_file=file_id, suffix="ft-tasks")
+            with pytest.raises(Unavailable):
+                await JobService(session).create(UUID(tenant.id), data, "test", JobQueue(app))
+            job_id = await session.scalar(
+                select(FineTuneJob.id).where(FineTuneJob.tenant_id == UUID(tenant.id))
+            )
+    finally:
+        await config.get_engine().dispose()
+    assert job_id is not None
+    job, events = await _job(settings, job_id)
+    assert (job.status, job.error["code"]) == (JobStatus.FAILED, "queue_unavailable")
+    assert events[-1].level == "error"
 
 
 async def test_a_validation_that_keeps_failing_is_retried_then_fails_the_job_with_an_event(

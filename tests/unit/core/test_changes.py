@@ -4,6 +4,7 @@ rollback, and heard by the other replicas through Redis."""
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import AsyncIterator
 
 import pytest
@@ -19,25 +20,25 @@ from tests.conftest import REDIS_URL
 async def session() -> AsyncIterator[AsyncSession]:
     engine = create_async_engine("sqlite+aiosqlite://")
     async with AsyncSession(engine) as session:
+        await session.execute(text("SELECT 1"))  # a transaction is open
         yield session
     await engine.dispose()
 
 
 @pytest.fixture
-async def feed() -> AsyncIterator[tuple[ChangeFeed, list[Announcement]]]:
+async def heard() -> AsyncIterator[list[Announcement]]:
+    """What a running feed of this process hears."""
     heard: list[Announcement] = []
     feed = ChangeFeed(None)
     feed.listen(heard.append)
     await feed.start()
-    yield feed, heard
+    yield heard
     await feed.stop()
 
 
 async def test_an_announcement_is_delivered_when_its_transaction_commits(
-    session: AsyncSession, feed: tuple[ChangeFeed, list[Announcement]]
+    session: AsyncSession, heard: list[Announcement]
 ) -> None:
-    _, heard = feed
-    await session.execute(text("SELECT 1"))
     announce(session, Change.KEY_REVOKED, "lpx_abc")
     assert heard == []  # not before the commit
     await session.commit()
@@ -45,10 +46,8 @@ async def test_an_announcement_is_delivered_when_its_transaction_commits(
 
 
 async def test_a_rolled_back_change_is_never_announced(
-    session: AsyncSession, feed: tuple[ChangeFeed, list[Announcement]]
+    session: AsyncSession, heard: list[Announcement]
 ) -> None:
-    _, heard = feed
-    await session.execute(text("SELECT 1"))
     announce(session, Change.TENANT_LIMITS)
     await session.rollback()
     await session.execute(text("SELECT 1"))
@@ -82,3 +81,52 @@ async def test_another_replica_hears_a_change_through_redis() -> None:
         await theirs.stop()
         await here.aclose()
         await there.aclose()
+
+
+async def test_a_savepoint_neither_delivers_early_nor_drops_the_outer_announcement(
+    session: AsyncSession, heard: list[Announcement]
+) -> None:
+    announce(session, Change.KEY_REVOKED, "lpx_outer")
+    async with session.begin_nested():
+        announce(session, Change.TENANT_LIMITS)
+    assert heard == []  # released savepoint: the outer transaction has not committed yet
+    savepoint = await session.begin_nested()
+    await savepoint.rollback()
+    await session.commit()
+    assert Announcement(Change.KEY_REVOKED, "lpx_outer") in heard
+
+
+async def test_a_commit_on_another_loop_is_delivered_on_the_feeds_own_loop(
+    session: AsyncSession,
+) -> None:
+    # As in the test suite, where the app runs on its client's loop and a test commits on
+    # its own: the feed's listeners and Redis connections must stay on the feed's loop.
+    heard: list[tuple[Announcement, asyncio.AbstractEventLoop]] = []
+    started = threading.Event()
+    loops: list[asyncio.AbstractEventLoop] = []
+
+    def app_loop() -> None:
+        loop = asyncio.new_event_loop()
+        feed = ChangeFeed(None)
+        feed.listen(lambda a: heard.append((a, asyncio.get_running_loop())))
+        loop.run_until_complete(feed.start())
+        loops.append(loop)
+        started.set()
+        loop.run_forever()
+        loop.run_until_complete(feed.stop())
+        loop.close()
+
+    thread = threading.Thread(target=app_loop)
+    thread.start()
+    try:
+        started.wait(5)
+        announce(session, Change.KEY_REVOKED, "lpx_elsewhere")
+        await session.commit()
+        for _ in range(100):
+            if heard:
+                break
+            await asyncio.sleep(0.01)
+    finally:
+        loops[0].call_soon_threadsafe(loops[0].stop)
+        thread.join(5)
+    assert heard == [(Announcement(Change.KEY_REVOKED, "lpx_elsewhere"), loops[0])]
