@@ -17,21 +17,24 @@ from loraplex.settings import Settings
 
 
 def shared_redis(settings: Settings) -> Redis:
-    """The process's one Redis client: the URL's server, or the embedded stand-in.
-
-    It connects within the admission timeout and retries a call once (a connection Redis
-    dropped), but has no `socket_timeout`: redis-py enforces one with `asyncio.wait_for`, a
-    new Task per command, the largest single cost of admission under a burst. Callers bound
-    their own waits instead: admission with its deadline (`redis_deadline`), a resumable
-    stream's blocking read with `asyncio.timeout`; the change feed's subscription waits for
-    messages as long as there are none.
-    """
+    """The process's one Redis client: the URL's server, or the embedded stand-in."""
     if not settings.redis_url:
         return open_redis("")
+    return connect_redis(settings.redis_url, settings.ratelimit_redis_timeout_s)
+
+
+def connect_redis(url: str, connect_timeout_s: float) -> Redis:
+    """A client of the server at `url` that connects within `connect_timeout_s` and retries
+    a call once (a connection Redis dropped).
+
+    No `socket_timeout`: redis-py enforces one with `asyncio.wait_for`, a new Task per
+    command, the largest single cost of admission under a burst. Callers bound their own
+    waits instead: admission with its deadline (`redis_deadline`), a resumable stream's
+    blocking read with `asyncio.timeout`, a publish with its own; the change feed's
+    subscription waits for messages as long as there are none.
+    """
     return open_redis(
-        settings.redis_url,
-        socket_connect_timeout=settings.ratelimit_redis_timeout_s,
-        retry=Retry(NoBackoff(), retries=1),
+        url, socket_connect_timeout=connect_timeout_s, retry=Retry(NoBackoff(), retries=1)
     )
 
 

@@ -27,10 +27,9 @@ from uuid import UUID
 
 from prometheus_client import Counter
 from redis.asyncio import Redis
-from redis.asyncio.retry import Retry
-from redis.backoff import NoBackoff
 from redis.exceptions import RedisError
 
+from loraplex.connections import connect_redis
 from loraplex.gateway.admission import refusals
 from loraplex.gateway.admission.errors import LimiterUnavailable, Overloaded
 from loraplex.gateway.admission.leases import LeaseRenewer
@@ -90,21 +89,6 @@ async def redis_deadline(timeout_s: float) -> AsyncIterator[None]:
                 check.cancel()
 
 
-def connect(url: str, timeout_s: float) -> Redis:
-    """A client that connects within `timeout_s` and retries a call at most once.
-
-    No `socket_timeout`: every call here already runs inside `asyncio.timeout(timeout_s)`,
-    and redis-py enforces a socket timeout on each write with `asyncio.wait_for`, a new Task
-    per command (Python 3.11) — the largest single cost of admission under a burst. A call cut
-    by the outer timeout closes its connection (redis-py drops a connection on cancellation).
-    """
-    return Redis.from_url(
-        url,
-        socket_connect_timeout=timeout_s,
-        retry=Retry(NoBackoff(), retries=1),  # one retry heals a connection Redis dropped
-    )
-
-
 class TenantQuotas:
     """Tenant rate limits, concurrency leases and overload shedding for /v1 requests."""
 
@@ -124,7 +108,7 @@ class TenantQuotas:
         if fail_mode not in ("closed", "open"):
             raise ValueError(f"fail_mode must be 'closed' or 'open', not {fail_mode!r}")
         self._owns_client = isinstance(redis, str)
-        self.client = connect(redis, timeout_s) if isinstance(redis, str) else redis
+        self.client = connect_redis(redis, timeout_s) if isinstance(redis, str) else redis
         self.lease_s, self.fail_mode, self.clock, self.timeout_s = (
             lease_s,
             fail_mode,
