@@ -110,18 +110,20 @@ class Settings:
     # Requests in flight per engine before new ones are shed (0: no cap). For engines that run
     # every request at once (vLLM on CPU) this is what keeps admitted requests' TTFT.
     engine_max_in_flight: int = 0
-    # At the cap, a request waits this long for a place before it is shed: without it, a slot
-    # freed between two arrivals stays idle and goodput drops; every millisecond of it can
-    # be added to an admitted request's TTFT. A freed place goes to the waiting tenant with
-    # the fewest requests running. Measured at 2x capacity on the vLLM CPU engine (cap 6,
-    # two interleaved rounds): 0.03 s served 3-5% more than no wait at the same p99; 0.1 s
-    # added 60-110 ms to p99.
-    engine_queue_wait_s: float = 0.03
+    # At the cap, a request from a tenant at or above its fair share waits this long for a
+    # place before it is shed (one below its share waits up to the engine's TTFT target: it
+    # gets the next place freed). Without a wait, a slot freed between two arrivals stays
+    # idle and goodput drops; every millisecond of it is added to an admitted request's
+    # TTFT. Measured at 2x capacity on SGLang (CPU, adaptive cap, two rounds each): 0.005 s
+    # gave p99 90-100 ms at 19-22 requests/s, 0.03 s p99 100-125 ms at 17-21/s.
+    engine_queue_wait_s: float = 0.005
     # The cap adapts per engine (loraplex.gateway.admission.engine_cap): it starts at the
-    # engine's batch slots and grows while requests meet the TTFT SLO, shrinks when they do
-    # not or when the engine queues; `engine_max_in_flight` then only bounds it from above.
+    # engine's batch slots and grows while the median TTFT meets its target, is cut in
+    # proportion when it does not or when the engine keeps a queue; `engine_max_in_flight`
+    # then only bounds it from above.
     engine_adaptive_cap: bool = True
-    # The TTFT the adaptive cap keeps requests within; 0: twice the engine's idle TTFT.
+    # The TTFT the adaptive cap holds the median of recent requests to; 0: 1.5x the median
+    # TTFT of requests that found the engine idle.
     engine_ttft_slo_s: float = 0.0
     concurrency_lease_s: float = 15.0  # a crashed API process frees its slots within this
     # How long an admission decision may wait for Redis before `ratelimit_fail_mode` applies.

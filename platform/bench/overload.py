@@ -26,6 +26,7 @@ import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+import aiohttp
 import click
 import httpx
 
@@ -34,10 +35,20 @@ from loraplex.bench.gateway import KIND_OPTION, _setup
 from loraplex.bench.server import api_process, without_shedding
 from loraplex.bench.tenants import tenant_key
 from loraplex.dev.partial_characters import steady_stream_bias
+from loraplex.serving.engines.http_driver import iter_sse_data
 from loraplex.serving.engines.launcher import EngineConfig, start_engine
 from loraplex.settings import Settings
 
 PROMPT = [{"role": "user", "content": "Once upon a time"}]
+# The unloaded TTFT, the yardstick of every SLO here, is measured on requests this short:
+# an idle engine's TTFT does not depend on how long the reply will be, and short requests
+# give ~10x the samples in the same time. With full-length ones its p99 was the slowest of
+# ~90 requests, one stall of the host, and it ranged 39-118 ms between runs.
+UNLOADED_MAX_TOKENS = 2
+# Before it is measured, each API process serves this many streams for this long: its
+# first requests at a new concurrency paid for cold caches and connections (measured: the
+# first level after a fresh start had a p99 4x the next one's).
+WARM_UP_S, WARM_UP_STREAMS = 3.0, 16
 UNLIMITED = {
     "requests_per_minute": 100_000,
     "tokens_per_minute": 10_000_000,
@@ -54,8 +65,12 @@ class Outcome:
     seconds: float  # the measurement window
     ttfts: list[float] = field(default_factory=list)
     ended: list[float] = field(default_factory=list)  # perf_counter when each one ended
-    refused: dict[int, int] = field(default_factory=dict)
+    refused: dict[str, int] = field(default_factory=dict)  # "503 overloaded" -> how many
     failed: int = 0
+
+    def refused_with(self, status: int) -> int:
+        """Requests refused with HTTP `status`, whatever the code."""
+        return sum(n for why, n in self.refused.items() if why.split()[0] == str(status))
 
     def p(self, q: float) -> float:
         """TTFT quantile of completed requests, in ms."""
@@ -85,7 +100,7 @@ class Outcome:
 
 
 async def _request(
-    client: httpx.AsyncClient,
+    client: aiohttp.ClientSession,
     url: str,
     key: str,
     max_tokens: int,
@@ -102,26 +117,42 @@ async def _request(
     }
     started = time.perf_counter()
     try:
-        async with client.stream(
-            "POST",
+        async with client.post(
             f"{url}/v1/chat/completions",
             json=body,
             headers={"Authorization": f"Bearer {key}"},
         ) as response:
-            if response.status_code != 200:
-                out.refused[response.status_code] = out.refused.get(response.status_code, 0) + 1
+            if response.status != 200:
+                why = f"{response.status} {_error_code(await response.read())}"
+                out.refused[why] = out.refused.get(why, 0) + 1
                 return
             ttft = None
-            async for line in response.aiter_lines():
-                if ttft is None and '"content":"' in line and '"content":""' not in line:
+            async for data in iter_sse_data(response.content.iter_any()):
+                if ttft is None and b'"content":"' in data and b'"content":""' not in data:
                     ttft = time.perf_counter() - started
-                if '"error"' in line:
+                if b'"error"' in data:
                     out.failed += 1
                     return
             out.ttfts.append(ttft if ttft is not None else time.perf_counter() - started)
             out.ended.append(time.perf_counter())
-    except httpx.HTTPError:
+    except (aiohttp.ClientError, TimeoutError):
         out.failed += 1
+
+
+def _client(connections: int) -> aiohttp.ClientSession:
+    """The load generator's HTTP client: aiohttp, like bench gateway's. On 2 cores its own
+    CPU per event competes with the API and the engine, and httpx's is several times
+    aiohttp's: the tail it measured was partly its own."""
+    connector = aiohttp.TCPConnector(limit=connections, keepalive_timeout=2.0)
+    return aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=300))
+
+
+def _error_code(body: bytes) -> str:
+    """The OpenAI-style `error.code` of a refusal, so a table says which limit refused."""
+    try:
+        return str(json.loads(body)["error"]["code"])
+    except (ValueError, KeyError, TypeError):
+        return "?"
 
 
 async def open_loop(
@@ -140,9 +171,7 @@ async def open_loop(
     """
     rng = random.Random(seed)
     out = Outcome(seconds)
-    async with httpx.AsyncClient(
-        timeout=300, limits=httpx.Limits(max_connections=1000, keepalive_expiry=2.0)
-    ) as client:
+    async with _client(1000) as client:
         tasks, started = [], time.perf_counter()
         next_at = 0.0
         while next_at < seconds:
@@ -171,9 +200,7 @@ async def closed_loop(
     """
     out = Outcome(seconds)
     deadline = time.perf_counter() + seconds
-    async with httpx.AsyncClient(
-        timeout=300, limits=httpx.Limits(max_connections=streams + 4, keepalive_expiry=2.0)
-    ) as client:
+    async with _client(streams + 4) as client:
 
         async def worker() -> None:
             while time.perf_counter() < deadline:
@@ -205,6 +232,12 @@ def bench_overload(
     json_path: Path,
 ) -> None:
     """Goodput and admitted p99 TTFT at 0.5x, 1x, 2x, 4x capacity, admission on vs off."""
+    if not settings.redis_url:
+        click.echo(
+            "note: admission runs on the in-process Redis stand-in (LORAPLEX_REDIS_URL unset); "
+            "set it to a real Redis for figures like production's",
+            err=True,
+        )
     engine = EngineConfig(kind=kind)
     info = start_engine(engine, say=lambda line: click.echo(f"[engine] {line}", err=True))
     operator = operator_key(settings)
@@ -216,14 +249,17 @@ def bench_overload(
         # The load comes from a normal-priority (pro) tenant whose quotas are lifted: the
         # engine cap applies to it exactly (enterprise may use 1.2x), and no 429 mixes in.
         key = tenant_key(off_url, operator, **UNLIMITED)
+        asyncio.run(
+            closed_loop(off_url, key, WARM_UP_STREAMS, WARM_UP_S, max_tokens, logit_bias=bias)
+        )
         unloaded = asyncio.run(
-            closed_loop(off_url, key, 1, 2 * seconds, max_tokens, logit_bias=bias)
+            closed_loop(off_url, key, 1, 2 * seconds, UNLOADED_MAX_TOKENS, logit_bias=bias)
         )
         slo_ms = 2 * unloaded.p(0.99)
         streams, capacity = _slo_capacity(off_url, key, seconds, max_tokens, slo_ms, bias)
         rate = capacity.goodput(slo_ms)
         rows = [
-            _row("unloaded", unloaded, slo_ms),
+            _row(f"unloaded@{UNLOADED_MAX_TOKENS}tok", unloaded, slo_ms),
             _row(f"capacity@{streams}", capacity, slo_ms),
         ]
         click.echo(
@@ -238,6 +274,11 @@ def bench_overload(
             engine_adaptive_cap=not fixed_cap,
         )
         with api_process(admission_on.to_env()) as (on_url, _):
+            # A process's first requests pay for its cold caches and connections; the "off"
+            # process paid during the capacity search, this one pays here, unmeasured.
+            asyncio.run(
+                closed_loop(on_url, key, WARM_UP_STREAMS, WARM_UP_S, max_tokens, logit_bias=bias)
+            )
             for factor in (0.5, 1.0, 2.0, 4.0):
                 for mode, url in (("off", off_url), ("on", on_url)):
                     out = asyncio.run(

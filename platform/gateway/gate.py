@@ -54,12 +54,13 @@ from loraplex.observability.metrics import (
     ENGINE_IN_FLIGHT_CAP,
     TenantLabeler,
 )
+from loraplex.serving.engines import EngineLoad
 from loraplex.serving.registry import EngineHandle
 
 # An engine running `cap x share` requests refuses a request of that priority: the lowest
 # class is shed first, the highest may use a little headroom past the cap.
 PRIORITY_SHARE = (0.8, 1.0, 1.2)
-LIGHT_WAIT_S = 0.1  # a tenant below its share waits this long for a place (no SLO known)
+LIGHT_WAIT_S = 0.1  # a tenant below its share waits at least this long for a place
 
 
 def in_flight_allowance(cap: int, priority: int) -> int:
@@ -106,6 +107,7 @@ class EngineGate:
         self._claims: dict[TenantKey, Claim] = {}  # each tenant's weight and bound, by model
         self._waiters: defaultdict[str, list[_Waiter]] = defaultdict(list)  # arrival order
         self._entries: dict[str, _Entry] = {}  # request id -> when and how it was let in
+        self._probes: dict[str, EngineLoad] = {}  # engine id -> the load probe its cap saw
 
     def shed_if_saturated(self, target: Target, priority: int, tenant_id: UUID) -> None:
         """503 + Retry-After when every candidate engine is at the in-flight cap for `priority`
@@ -120,15 +122,16 @@ class EngineGate:
 
         A tenant below its fair share waits longer (`_light_wait_s`) than one at or above
         it (`queue_wait_s`): it gets the next place freed (`_leave`), so it is admitted as
-        soon as one request ends, while the heavy tenant's surplus is shed first.
+        soon as one request ends, while the heavy tenant's surplus is shed first. A heavy
+        tenant's wait is short because it is added to the TTFT of what it admits.
         """
         waiters = self._waiters[target.base_model]
         if not waiters and not self._saturated(target, priority):
             return  # the common case: no fair-share arithmetic on the way in
         if self._may_borrow(target, tenant_id):
             return
-        wait_s = self._light_wait_s(target) if self._below_share(target, tenant_id) else 0.0
-        wait_s = max(wait_s, self.queue_wait_s)
+        below = self._below_share(target, tenant_id)
+        wait_s = self._light_wait_s(target) if below else self.queue_wait_s
         if wait_s <= 0:
             self.shed_if_saturated(target, priority, tenant_id)
             return
@@ -208,15 +211,17 @@ class EngineGate:
         return self._running[model, tenant_id] < share
 
     def _light_wait_s(self, target: Target) -> float:
-        """How long a tenant below its share may wait for a place: half the tightest TTFT
-        SLO among the engines (what is left of it still meets it), else `LIGHT_WAIT_S`."""
+        """How long a tenant below its share may wait for a place: the tightest TTFT target
+        among the engines (a wait past it is more than the engine is slowed down by the
+        tenant's request; a place frees within that unless the engine stalls), at least
+        `LIGHT_WAIT_S`."""
         targets = [
             cap.target_s()
             for e in self.router.ordered(target)
             if (cap := self.caps.get(e.id)) is not None
         ]
         known = [t for t in targets if t is not None]
-        return min(known) / 2 if known else LIGHT_WAIT_S
+        return max(min(known), LIGHT_WAIT_S) if known else LIGHT_WAIT_S
 
     def _enter(
         self, target: Target, tenant_id: UUID | None, limits: dict[str, int], request_id: str
@@ -361,9 +366,10 @@ class EngineGate:
             )
         engine = self.router.registry.get(engine_id)
         if engine is not None:
-            load = engine.engine_load
-            if load is not None and load.waiting:
-                cap.on_engine_queue(load.waiting, now, running=int(load.running))
+            load = engine.engine_load  # the poller's latest probe: a new object each time
+            if load is not None and load is not self._probes.get(engine_id):
+                self._probes[engine_id] = load
+                cap.on_engine_load(load.waiting, load.running, now)
             engine.in_flight_cap = cap.value
         ENGINE_IN_FLIGHT_CAP.labels(engine_id).set(cap.value)
 

@@ -3,25 +3,31 @@
 A CPU engine (vLLM, SGLang with a large batch) runs every request it is sent at once, so
 its TTFT grows with concurrency instead of with a queue; a GPU engine with fixed batch slots
 queues past them. Either way the right number of requests in flight depends on the model,
-the prompts, the hardware and what else runs there. This cap finds it by additive increase,
-multiplicative decrease (AIMD), the way TCP finds a link's window:
+the prompts, the hardware and what else runs there. This cap finds it the way a gradient
+concurrency limiter does (Netflix's concurrency-limits): it compares the latency it sees now
+with the latency of an idle engine and moves the cap toward the level where they keep a
+fixed ratio.
 
-- **The SLO** is an explicit TTFT (`engine_ttft_slo_s`) or, by default, `IDLE_MULTIPLE` x the
-  TTFT the engine gives a request that finds nothing else running (the `IDLE_QUANTILE` of
-  the last `IDLE_SAMPLES` such requests, so the engine's own jitter is inside the
-  reference; until the first one, the fastest TTFT seen so far stands in). A prompt longer
-  than the idle requests' average gets a proportionally longer allowance: prefill grows
-  with the prompt, and a long prompt is not a sign of overload.
-- **Increase**: a request that met the SLO while the cap (nearly) bound raises it: by one
-  until the first cut (slow start: the cap doubles each round, so a burst finds its level
-  in a few rounds), then by `1 / cap` (about one per cap's worth of requests served in
-  time). Only while the cap binds: an idle engine's cap does not drift up unseen.
-- **Decrease**: when a request is over the SLO and so are more than `CUT_SHARE` of the
-  last `WINDOW` requests (one slow request is jitter; a quarter of them is load), the cap
-  is cut by `BACKOFF`. Only a request admitted after the last cut can cut again, so one
-  burst of slow requests (all admitted under the old cap) cuts once. The engine reporting
-  requests waiting in its own queue (it cannot batch more) cuts the cap to what it runs,
-  at most once per `QUEUE_CUT_EVERY_S`.
+- **The target** is an explicit TTFT (`engine_ttft_slo_s`) or, by default, `IDLE_MULTIPLE`
+  x the median TTFT the engine gives a request that finds nothing else running (over the
+  last `IDLE_SAMPLES` such requests; until the first one, the fastest TTFT seen so far
+  stands in). A prompt longer than the idle requests' average gets a proportionally longer
+  allowance: prefill grows with the prompt, and a long prompt is not a sign of overload.
+- **The signal** is the median of the last `WINDOW` first tokens (each divided by its
+  prompt's allowance). A median, not a share of misses: TTFT's median rises smoothly with
+  concurrency while its tail is a few rare stalls, so a cap steered by misses either cuts on
+  jitter or, as measured, settles where a quarter of requests miss and its p99 is 4x idle.
+  Held at the median, the tail stays near twice the idle tail (docs/admission.md).
+- **Increase**: a request that met the target while the cap (nearly) bound raises it: by
+  one until the first cut (slow start: the cap doubles each round, so a burst finds its
+  level in a few rounds), then by `1 / cap` (about one per cap's worth of requests served
+  in time). Only while the cap binds: an idle engine's cap does not drift up unseen.
+- **Decrease**: when the window's median is over the target, the cap is cut in proportion,
+  `target / median`, by at least `MIN_CUT` and at most to `MAX_CUT` of itself. Only a
+  request admitted after the last cut can cut again, and a cut starts a new window, so one
+  burst of slow requests (all admitted under the old cap) cuts once. An engine whose own
+  queue holds requests in two probes in a row (it cannot batch more; one probe catches any
+  request that arrived between two steps) has the cap cut to what it runs.
 - Bounds: the cap starts at `seed` (the gate passes the requests an engine runs at full
   speed, `admission_parallelism`, or its batch slots if more), never falls below `floor`
   and never rises above `ceiling` (the fixed `engine_max_in_flight` when it is set).
@@ -36,30 +42,30 @@ import statistics
 from collections import deque
 from dataclasses import dataclass, field
 
-IDLE_MULTIPLE = 2.0  # default SLO: twice the TTFT of a request on an idle engine
+IDLE_MULTIPLE = 1.5  # default target: 1.5x the median TTFT of a request on an idle engine
 IDLE_SAMPLES = 32
-IDLE_QUANTILE = 0.9
-WINDOW = 16  # the recent requests a cut looks at
-CUT_SHARE = 0.25
-BACKOFF = 0.8  # a cut keeps 80% of the cap
+WINDOW = 16  # the recent first tokens whose median is compared with the target
+MIN_CUT = 0.9  # a cut keeps at most 90% of the cap ...
+MAX_CUT = 0.5  # ... and at least half of it
 DEFAULT_CEILING = 256  # no fixed cap set: the adaptive one stops here
-QUEUE_CUT_EVERY_S = 1.0
 
 
 @dataclass
 class AdaptiveCap:
-    """One engine's cap: AIMD on TTFT against an SLO, and on the engine's own queue."""
+    """One engine's cap: a gradient on the median TTFT against a target, and the engine's
+    own queue."""
 
     seed: int
     ceiling: int = DEFAULT_CEILING
     floor: int = 1
-    slo_s: float = 0.0  # 0: learned, IDLE_MULTIPLE x the idle TTFT
+    slo_s: float = 0.0  # 0: learned, IDLE_MULTIPLE x the idle median TTFT
     limit: float = field(init=False)
     idle_ttft_s: float | None = field(default=None, init=False)  # the idle reference
     idle_prompt_tokens: float = field(default=0.0, init=False)  # their mean prompt
     fastest_ttft_s: float = field(default=math.inf, init=False)
     _idle: deque[tuple[float, int]] = field(init=False, repr=False)
-    _recent_over: deque[bool] = field(init=False, repr=False)
+    _recent: deque[float] = field(init=False, repr=False)  # TTFT / the prompt's allowance
+    _queued_at_last_probe: bool = field(default=False, init=False, repr=False)
     last_cut_at: float = field(default=-math.inf, init=False)
     cuts: int = field(default=0, init=False)
 
@@ -68,7 +74,7 @@ class AdaptiveCap:
         self.floor = min(max(1, self.floor), self.ceiling)
         self.limit = float(min(max(self.floor, self.seed), self.ceiling))
         self._idle = deque(maxlen=IDLE_SAMPLES)
-        self._recent_over = deque(maxlen=WINDOW)
+        self._recent = deque(maxlen=WINDOW)
 
     @property
     def value(self) -> int:
@@ -76,15 +82,14 @@ class AdaptiveCap:
         return max(1, int(self.limit))
 
     def target_s(self, prompt_tokens: int = 0) -> float | None:
-        """The TTFT a request of `prompt_tokens` should get; None until there is anything
-        to go by."""
+        """The TTFT the cap holds the median to, for a prompt of `prompt_tokens`; None
+        until there is anything to go by."""
         if self.slo_s > 0:
             return self.slo_s
         base = self.idle_ttft_s if self.idle_ttft_s is not None else self.fastest_ttft_s
         if math.isinf(base):
             return None
-        longer = prompt_tokens / self.idle_prompt_tokens if self.idle_prompt_tokens > 0 else 1.0
-        return IDLE_MULTIPLE * base * max(1.0, longer)
+        return IDLE_MULTIPLE * base * self._allowance(prompt_tokens)
 
     def on_first_token(
         self,
@@ -99,40 +104,46 @@ class AdaptiveCap:
         """A request admitted at `admitted_at` got its first token `ttft_s` later; it is `now`.
 
         `idle`: nothing else was running when it was admitted; `at_cap`: the cap (nearly)
-        bound then, so meeting the SLO says the cap could be higher.
+        bound then, so meeting the target says the cap could be higher.
         """
         self._learn_idle(ttft_s, idle, prompt_tokens)
-        target = self.target_s(prompt_tokens)
-        if target is None:
-            return
-        over = ttft_s > target
-        self._recent_over.append(over)
-        if over:
-            loaded = sum(self._recent_over) > CUT_SHARE * WINDOW
-            if loaded and admitted_at > self.last_cut_at:  # else admitted before the cut
-                self._cut(self.limit * BACKOFF, now)
-        elif at_cap:
+        target = self.target_s()
+        if target is None or admitted_at <= self.last_cut_at:
+            return  # admitted under the cap before the last cut: already acted on
+        self._recent.append(ttft_s / self._allowance(prompt_tokens))
+        median = statistics.median(self._recent)
+        if len(self._recent) >= WINDOW // 2 and median > target:
+            self._cut(self.limit * min(MIN_CUT, max(MAX_CUT, target / median)), now)
+        elif at_cap and self._recent[-1] <= target:
             step = 1.0 if self.cuts == 0 else 1.0 / self.limit
             self.limit = min(float(self.ceiling), self.limit + step)
 
-    def on_engine_queue(self, waiting: float, now: float, *, running: int) -> None:
-        """The engine reports `waiting` requests it has not started: more than it can batch.
+    def on_engine_load(self, waiting: float, running: float, now: float) -> None:
+        """One probe of the engine's own queue: `waiting` requests not started, `running`.
 
-        Cut to what it runs (at most `BACKOFF` x the cap), once per `QUEUE_CUT_EVERY_S`.
+        A queue in two probes in a row is more than the engine can batch: cut to what it
+        runs (at most `MIN_CUT` x the cap). Call once per probe, not per request.
         """
-        if waiting > 0 and now - self.last_cut_at >= QUEUE_CUT_EVERY_S:
-            self._cut(min(self.limit * BACKOFF, float(running)), now)
+        queued = waiting > 0
+        if queued and self._queued_at_last_probe:
+            self._cut(min(self.limit * MIN_CUT, running), now)
+        self._queued_at_last_probe = queued
+
+    def _allowance(self, prompt_tokens: int) -> float:
+        """How much longer than an idle request's a prompt of `prompt_tokens` may take."""
+        if self.idle_prompt_tokens <= 0:
+            return 1.0
+        return max(1.0, prompt_tokens / self.idle_prompt_tokens)
 
     def _learn_idle(self, ttft_s: float, idle: bool, prompt_tokens: int) -> None:
         self.fastest_ttft_s = min(self.fastest_ttft_s, ttft_s)
         if not idle:
             return
         self._idle.append((ttft_s, prompt_tokens))
-        times = sorted(t for t, _ in self._idle)
-        self.idle_ttft_s = times[min(len(times) - 1, int(IDLE_QUANTILE * len(times)))]
+        self.idle_ttft_s = statistics.median(t for t, _ in self._idle)
         self.idle_prompt_tokens = statistics.fmean(p for _, p in self._idle)
 
     def _cut(self, to: float, now: float) -> None:
         self.limit = max(float(self.floor), to)
         self.last_cut_at, self.cuts = now, self.cuts + 1
-        self._recent_over.clear()  # the next cut waits for requests admitted under this cap
+        self._recent.clear()  # the next cut waits for requests admitted under this cap

@@ -74,7 +74,8 @@ def run_scenario(scenario: str, opts: Options, *, quiet: bool = False) -> dict[s
         "params": {"workload": repr(spec), "cluster": repr(shape)},
         "rows": rows,
         "targets": [
-            {"target": v.target, "passed": v.passed, "measured": v.measured} for v in verdicts
+            {"target": v.target, "passed": v.passed, "measured": v.measured, "gating": v.gating}
+            for v in verdicts
         ],
     }
 
@@ -97,10 +98,15 @@ def _one_seed(names: tuple[str, ...], opts: Options, *, summarize: bool) -> list
             click.echo("")
         records.append(run_scenario(name, opts))
     if summarize:
-        verdicts = [v for record in records for v in record["targets"]]
+        verdicts = [v for record in records for v in _gating(record)]
         passed = sum(v["passed"] for v in verdicts)
         click.echo(f"\n{passed}/{len(verdicts)} targets PASS")
     return records
+
+
+def _gating(record: dict[str, Any]) -> list[dict[str, Any]]:
+    """The record's verdicts that count; superseded ones are only reported (targets.py)."""
+    return [v for v in record["targets"] if v.get("gating", True)]
 
 
 def _many_seeds(names: tuple[str, ...], opts: Options, seeds: list[int]) -> list[dict[str, Any]]:
@@ -109,14 +115,21 @@ def _many_seeds(names: tuple[str, ...], opts: Options, seeds: list[int]) -> list
     started = time.perf_counter()
     for seed in seeds:
         batch = [run_scenario(name, replace(opts, seed=seed), quiet=True) for name in names]
-        total = sum(len(record["targets"]) for record in batch)
+        total = sum(len(_gating(record)) for record in batch)
         failed = [
             f"\n  FAIL  {record['scenario']}: {v['target']}: {v['measured']}"
             for record in batch
-            for v in record["targets"]
+            for v in _gating(record)
             if not v["passed"]
         ]
-        click.echo(f"seed {seed}: {total - len(failed)}/{total} targets PASS{''.join(failed)}")
+        unmet = [
+            f"\n  INFO  {record['scenario']}: {v['target']}: {v['measured']} (not met)"
+            for record in batch
+            for v in record["targets"]
+            if not v.get("gating", True) and not v["passed"]
+        ]
+        passed = total - len(failed)
+        click.echo(f"seed {seed}: {passed}/{total} targets PASS{''.join(failed + unmet)}")
         records.extend(batch)
     click.echo(f"\ncold loads as a multiple of belady's, seeds {_seed_list(seeds)}:")
     click.echo(gap_table(belady_gaps(records)))

@@ -54,7 +54,8 @@ def summarize(
         tier.name.lower(): float(np.mean(served == tier)) if len(served) else 0.0 for tier in Tier
     }
     per_tenant = {str(t): _p(ttft[(tenants == t) & done], 99) for t in np.unique(tenants)}
-    others = (tenants != SCAN_TENANT) & done
+    not_scanner = tenants != SCAN_TENANT
+    others = not_scanner & done
     resident = float(np.mean(metrics.resident_samples)) if metrics.resident_samples else 0.0
     return {
         "policy": name,
@@ -69,6 +70,11 @@ def summarize(
         "ttft_p50_s": _p(ttft[done], 50),
         "ttft_p99_s": _p(ttft[done], 99),
         "others_ttft_p99_s": _p(ttft[others], 99),
+        "others_requests": int(np.sum(not_scanner)),
+        # Over the service level or never served (refused): NaN fails the comparison.
+        "others_slo_misses": int(np.sum(not_scanner & ~(ttft <= TTFT_SLO_S))),
+        "others_cold_loads": metrics.loads[Tier.DISK]
+        - metrics.cold_loads_by_tenant.get(SCAN_TENANT, 0),
         "goodput_rps": float(np.sum(ttft[done] <= TTFT_SLO_S)) / max(metrics.end_time, 1e-9),
         "tenant_ttft_p99_s": per_tenant,
         "tenant_cold_loads": dict(sorted(metrics.cold_loads_by_tenant.items())),

@@ -1,8 +1,12 @@
-"""The adaptive engine cap grows while requests meet the SLO and backs off when they do not."""
+"""The adaptive engine cap grows while the median first token meets its target and is cut in
+proportion when it does not."""
 
 from __future__ import annotations
 
-from loraplex.gateway.admission.engine_cap import BACKOFF, AdaptiveCap
+from loraplex.gateway.admission.engine_cap import IDLE_MULTIPLE, MIN_CUT, AdaptiveCap
+
+IDLE = 0.05  # the idle TTFT these tests teach the cap
+TARGET = IDLE_MULTIPLE * IDLE
 
 
 def _served(cap: AdaptiveCap, ttft_s: float, n: int, *, start: float = 0.0) -> float:
@@ -22,10 +26,10 @@ def test_the_cap_starts_at_its_seed_and_learns_its_slo_from_idle_requests() -> N
     cap = AdaptiveCap(seed=4)
     assert cap.value == 4 and cap.target_s() is None
     _idle(cap, 0.05)
-    assert cap.target_s() == 0.1  # twice the idle TTFT
+    assert cap.target_s() == TARGET  # a multiple of the idle TTFT
     for ttft in (0.04, 0.05, 0.05, 0.06, 0.05, 0.05, 0.05, 0.05, 0.05, 0.30):
         _idle(cap, ttft)
-    assert cap.target_s() == 0.12  # its 90th percentile: one stall does not set it
+    assert cap.target_s() == TARGET  # their median: one stall does not move it
 
 
 def test_before_its_first_cut_the_cap_grows_by_one_per_request_served_in_time() -> None:
@@ -38,10 +42,12 @@ def test_before_its_first_cut_the_cap_grows_by_one_per_request_served_in_time() 
 def test_after_a_cut_the_cap_grows_by_about_one_per_cap_served() -> None:
     cap = AdaptiveCap(seed=4)
     _idle(cap, 0.05)
-    _slow(cap, 5, admitted_at=0.0)  # 4 -> 3.2
-    assert cap.cuts == 1
-    _served(cap, 0.06, 4, start=2.0)
-    assert cap.value == 4
+    _slow(cap, 8, admitted_at=0.0)  # the median far over the target: halved, 4 -> 2
+    assert cap.cuts == 1 and cap.value == 2
+    _served(cap, 0.06, 2, start=2.0)
+    assert cap.value == 2  # 2 + 1/2 + 1/2.5
+    _served(cap, 0.06, 1, start=3.0)
+    assert cap.value == 3
 
 
 def test_requests_below_the_cap_do_not_raise_it() -> None:
@@ -58,26 +64,33 @@ def _slow(cap: AdaptiveCap, n: int, admitted_at: float) -> None:
         cap.on_first_token(0.5, admitted_at=at, idle=False, at_cap=True, now=at + 0.5)
 
 
-def test_one_slow_first_token_among_fast_ones_is_jitter_and_cuts_nothing() -> None:
+def test_a_slow_tail_among_fast_first_tokens_is_jitter_and_cuts_nothing() -> None:
     cap = AdaptiveCap(seed=4, floor=1)
     _idle(cap, 0.05)
     _served(cap, 0.06, 20)
-    _slow(cap, 1, admitted_at=10.0)
-    assert cap.cuts == 0
+    grown = cap.value
+    _slow(cap, 7, admitted_at=10.0)  # 7 of the last 16: the median is still in time
+    assert cap.cuts == 0 and cap.value == grown
 
 
-def test_a_run_of_slow_first_tokens_cuts_the_cap_once_per_round_of_admissions() -> None:
+def test_a_median_over_the_target_cuts_in_proportion_once_per_round_of_admissions() -> None:
     cap = AdaptiveCap(seed=4, floor=1)
     _idle(cap, 0.05)
     _served(cap, 0.06, 40)  # grown well past the seed
     grown = cap.limit
-    # Slow requests all admitted before the first cut: one cut, not one each.
-    for i in range(10):
-        cap.on_first_token(0.5, admitted_at=10.0 + 0.01 * i, idle=False, at_cap=True, now=11.0)
-    assert cap.limit == grown * BACKOFF and cap.cuts == 1
-    # A run admitted after the cut cuts again.
-    _slow(cap, 5, admitted_at=11.1)
-    assert cap.cuts == 2
+    # 1.05x the target: cut by the smallest step. All admitted before the cut: once.
+    for i in range(16):
+        cap.on_first_token(
+            1.05 * TARGET, admitted_at=10.0 + 0.01 * i, idle=False, at_cap=True, now=11.0
+        )
+    assert cap.limit == grown * MIN_CUT and cap.cuts == 1
+    # 1.6x the target, admitted after the cut: cut again, to 1 / 1.6 of the cap.
+    before = cap.limit
+    for i in range(8):
+        cap.on_first_token(
+            1.6 * TARGET, admitted_at=11.1 + 0.01 * i, idle=False, at_cap=True, now=12.0
+        )
+    assert cap.cuts == 2 and abs(cap.limit - before / 1.6) < 1e-9
 
 
 def test_the_cap_stays_within_its_floor_and_ceiling() -> None:
@@ -91,22 +104,31 @@ def test_the_cap_stays_within_its_floor_and_ceiling() -> None:
 
 
 def test_a_longer_prompt_gets_a_longer_allowance() -> None:
-    cap = AdaptiveCap(seed=4)
+    cap = AdaptiveCap(seed=4, floor=1)
     cap.on_first_token(0.05, admitted_at=0.0, idle=True, at_cap=False, now=0.05, prompt_tokens=10)
-    assert cap.target_s(10) == 0.1
-    assert cap.target_s(40) == 0.4
+    assert cap.target_s(10) == TARGET
+    assert cap.target_s(40) == 4 * TARGET
+    for i in range(16):  # 4x the prompt, 3x the idle TTFT: in time for its length
+        at = 1.0 + i
+        cap.on_first_token(
+            3 * IDLE, admitted_at=at, idle=False, at_cap=True, now=at + 0.15, prompt_tokens=40
+        )
+    assert cap.cuts == 0
 
 
 def test_an_explicit_slo_replaces_the_learned_one() -> None:
     cap = AdaptiveCap(seed=4, slo_s=0.5)
     _idle(cap, 0.05)
-    _served(cap, 0.3, 10)  # 6x the idle TTFT, within the explicit SLO
+    _served(cap, 0.3, 10)  # 6x the idle TTFT, within the explicit target
     assert cap.value > 4
 
 
-def test_an_engine_queueing_requests_cuts_the_cap_to_what_it_runs() -> None:
+def test_an_engine_queue_seen_in_two_probes_in_a_row_cuts_the_cap_to_what_it_runs() -> None:
     cap = AdaptiveCap(seed=8, floor=1)
-    cap.on_engine_queue(3, now=5.0, running=5)
-    assert cap.value == 5
-    cap.on_engine_queue(3, now=5.5, running=2)  # within a second of the last cut: kept
+    cap.on_engine_load(waiting=3, running=5, now=5.0)  # one probe: a request between steps
+    assert cap.value == 8
+    cap.on_engine_load(waiting=0, running=6, now=7.0)
+    cap.on_engine_load(waiting=2, running=6, now=9.0)
+    assert cap.value == 8
+    cap.on_engine_load(waiting=2, running=5, now=11.0)  # queued twice in a row
     assert cap.value == 5
