@@ -16,13 +16,13 @@ what kept admitted TTFT high under 2x load. A request that finds the cap reached
 to `queue_wait_s` for a place and is shed only then, so the engine is not left idle between
 arrivals.
 
-The cap is per engine and adapts by itself (`admission.engine_cap`, AIMD on TTFT against
-an SLO, starting from `parallelism` or the engine's batch slots if more); `max_in_flight`,
-when set, is its ceiling, and without adaptation the fixed cap. Places under the cap are
-shared fairly across tenants (`admission.fair_share`): a freed place goes to the waiting
-tenant furthest below its weighted share, and a tenant below its share goes in past the cap
-while another tenant holds more than its own, so a flood from one tenant never refuses
-another within its quota.
+The cap is per engine and adapts by itself (`admission.engine_cap`, a gradient on the
+median TTFT against a target, starting from `parallelism` or the engine's batch slots if
+more); `max_in_flight`, when set, is its ceiling, and without adaptation the fixed cap.
+Places under the cap are shared fairly across tenants (`admission.fair_share`): a freed
+place goes to the waiting tenant furthest below its weighted share, and a tenant below its
+share goes in past the cap while another tenant holds more than its own, so a flood from
+one tenant never refuses another within its quota.
 """
 
 from __future__ import annotations
@@ -212,9 +212,8 @@ class EngineGate:
 
     def _light_wait_s(self, target: Target) -> float:
         """How long a tenant below its share may wait for a place: the tightest TTFT target
-        among the engines (a wait past it is more than the engine is slowed down by the
-        tenant's request; a place frees within that unless the engine stalls), at least
-        `LIGHT_WAIT_S`."""
+        among the engines, at least `LIGHT_WAIT_S`. It is next in line, so a place frees
+        within that unless the engine stalls."""
         targets = [
             cap.target_s()
             for e in self.router.ordered(target)
