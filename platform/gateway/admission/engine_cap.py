@@ -23,7 +23,7 @@ fixed ratio.
   level in a few rounds), then by `1 / cap` (about one per cap's worth of requests served
   in time). Only while the cap binds: an idle engine's cap does not drift up unseen.
 - **Decrease**: when the window's median is over the target, the cap is cut in proportion,
-  `target / median`, by at least `MIN_CUT` and at most to `MAX_CUT` of itself. Only a
+  `target / median`, keeping between `KEEP_AT_LEAST` and `KEEP_AT_MOST` of itself. Only a
   request admitted after the last cut can cut again, and a cut starts a new window, so one
   burst of slow requests (all admitted under the old cap) cuts once. An engine whose own
   queue holds requests in two probes in a row (it cannot batch more; one probe catches any
@@ -45,8 +45,8 @@ from dataclasses import dataclass, field
 IDLE_MULTIPLE = 1.5  # default target: 1.5x the median TTFT of a request on an idle engine
 IDLE_SAMPLES = 32
 WINDOW = 16  # the recent first tokens whose median is compared with the target
-MIN_CUT = 0.9  # a cut keeps at most 90% of the cap ...
-MAX_CUT = 0.5  # ... and at least half of it
+KEEP_AT_MOST = 0.9  # a cut keeps at most 90% of the cap ...
+KEEP_AT_LEAST = 0.5  # ... and at least half of it
 DEFAULT_CEILING = 256  # no fixed cap set: the adaptive one stops here
 
 
@@ -113,7 +113,7 @@ class AdaptiveCap:
         self._recent.append(ttft_s / self._allowance(prompt_tokens))
         median = statistics.median(self._recent)
         if len(self._recent) >= WINDOW // 2 and median > target:
-            self._cut(self.limit * min(MIN_CUT, max(MAX_CUT, target / median)), now)
+            self._cut(self.limit * min(KEEP_AT_MOST, max(KEEP_AT_LEAST, target / median)), now)
         elif at_cap and self._recent[-1] <= target:
             step = 1.0 if self.cuts == 0 else 1.0 / self.limit
             self.limit = min(float(self.ceiling), self.limit + step)
@@ -122,11 +122,14 @@ class AdaptiveCap:
         """One probe of the engine's own queue: `waiting` requests not started, `running`.
 
         A queue in two probes in a row is more than the engine can batch: cut to what it
-        runs (at most `MIN_CUT` x the cap). Call once per probe, not per request.
+        runs, keeping between `KEEP_AT_LEAST` and `KEEP_AT_MOST` of the cap (an engine may
+        report 0 running for a request that just started). Call once per probe, not per
+        request.
         """
         queued = waiting > 0
         if queued and self._queued_at_last_probe:
-            self._cut(min(self.limit * MIN_CUT, running), now)
+            kept = max(running, self.limit * KEEP_AT_LEAST)
+            self._cut(min(self.limit * KEEP_AT_MOST, kept), now)
         self._queued_at_last_probe = queued
 
     def _allowance(self, prompt_tokens: int) -> float:

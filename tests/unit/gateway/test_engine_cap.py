@@ -3,7 +3,7 @@ proportion when it does not."""
 
 from __future__ import annotations
 
-from loraplex.gateway.admission.engine_cap import IDLE_MULTIPLE, MIN_CUT, AdaptiveCap
+from loraplex.gateway.admission.engine_cap import IDLE_MULTIPLE, KEEP_AT_MOST, AdaptiveCap
 
 IDLE = 0.05  # the idle TTFT these tests teach the cap
 TARGET = IDLE_MULTIPLE * IDLE
@@ -83,7 +83,7 @@ def test_a_median_over_the_target_cuts_in_proportion_once_per_round_of_admission
         cap.on_first_token(
             1.05 * TARGET, admitted_at=10.0 + 0.01 * i, idle=False, at_cap=True, now=11.0
         )
-    assert cap.limit == grown * MIN_CUT and cap.cuts == 1
+    assert cap.limit == grown * KEEP_AT_MOST and cap.cuts == 1
     # 1.6x the target, admitted after the cut: cut again, to 1 / 1.6 of the cap.
     before = cap.limit
     for i in range(8):
@@ -132,3 +132,5 @@ def test_an_engine_queue_seen_in_two_probes_in_a_row_cuts_the_cap_to_what_it_run
     assert cap.value == 8
     cap.on_engine_load(waiting=2, running=5, now=11.0)  # queued twice in a row
     assert cap.value == 5
+    cap.on_engine_load(waiting=2, running=0, now=13.0)  # "0 running": at most halved
+    assert cap.value == 2
