@@ -148,7 +148,11 @@ def gateway(
         adaptive=settings.engine_adaptive_cap,
         ttft_slo_s=settings.engine_ttft_slo_s,
     )
-    lane = PriorityLane(settings.relay_yield_to_new_s, enabled=settings.relay_yield_to_new_s > 0)
+    lane = PriorityLane(
+        settings.relay_yield_to_new_s,
+        enabled=settings.relay_yield_to_new_s > 0,
+        pace_s=settings.relay_pace_s,
+    )
     return Gateway(
         ModelResolver(sessions),
         router,

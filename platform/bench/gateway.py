@@ -2,8 +2,9 @@
 the gateway, interleaved in one run, at 1, 16 and 64 concurrent streams.
 
 Prints tokens/s and TTFT p50/p99 for both paths and their ratio, and writes JSON. With
-`--compare-lane` a second gateway process with the priority lane off (`gateway/lane.py`)
-is measured in the same run, interleaved, as the baseline of what the lane changes. Two more
+`--compare-lane` a second gateway process with the relay's load measures off (the priority
+lane and write pacing, `gateway/lane.py`) is measured in the same run, interleaved, as the
+baseline of what they change. Two more
 columns say where added TTFT goes: the gateway's own share as it measured it
 (`loraplex_gateway_overhead_seconds`), and the engine's own TTFT p50 on each path (vLLM's
 `time_to_first_token_seconds`): what remains is the extra HTTP hop and CPU contention. Both paths
@@ -42,7 +43,7 @@ from loraplex.serving.engines.launcher import EngineConfig, start_engine
 from loraplex.settings import Settings
 
 PROMPT = [{"role": "user", "content": "Once upon a time"}]
-NO_LANE = "gateway, no lane"
+NO_LANE = "gateway, plain relay"  # lane and pacing off
 JSON = {"content-type": "application/json"}
 
 
@@ -258,7 +259,8 @@ KIND_OPTION = click.option(
 @click.option(
     "--compare-lane",
     is_flag=True,
-    help="also measure a gateway with the priority lane off, interleaved, as its baseline",
+    help="also measure a gateway with the relay's load measures off (priority lane, write "
+    "pacing), interleaved, as its baseline",
 )
 @click.option(
     "--json", "json_path", type=click.Path(path_type=Path), default=Path("var/bench/gateway.json")
@@ -294,7 +296,7 @@ def bench_gateway(
             "gateway": (f"{url}/v1/chat/completions", auth, api_pid, url),
         }
         if compare_lane:
-            no_lane = replace(measured, relay_yield_to_new_s=0.0)
+            no_lane = replace(measured, relay_yield_to_new_s=0.0, relay_pace_s=0.0)
             url_2, pid_2 = stack.enter_context(api_process(no_lane.to_env()))
             paths[NO_LANE] = (f"{url_2}/v1/chat/completions", auth, pid_2, url_2)
             _wait_in_rotation(url_2, key, info.served_model)

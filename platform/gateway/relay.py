@@ -30,30 +30,42 @@ async def encode_events(
     `heartbeat_s`, a comment is sent whenever nothing arrived for that long (while the
     request is queued or the adapter loads), so proxies and clients keep the connection.
     With a `lane`, each batch waits (briefly) for new requests being admitted to reach
-    their engine first, and takes whatever arrived meanwhile with it.
+    their engine first, and takes whatever arrived meanwhile with it; after the first
+    token, a busy process paces the stream's writes (`PriorityLane.pace`).
     """
-    opening = encoder.opening()
-    if opening:
-        yield opening
-    while True:
-        if not await buffer.wait(heartbeat_s):
-            yield [HEARTBEAT]
-            continue
+    if lane is not None:
+        lane.open_stream()
+    last: float | None = None  # when the stream last wrote, once its first token went out
+    try:
+        opening = encoder.opening()
+        if opening:
+            yield opening
+        while True:
+            if not await buffer.wait(heartbeat_s):
+                yield [HEARTBEAT]
+                continue
+            if lane is not None:
+                await lane.yield_to_new()
+                if last is not None:
+                    await lane.pace(last)
+            taken = buffer.take()
+            if buffer.first_relayed_at is None and any(p.text or p.tool_calls for p in taken.parts):
+                buffer.first_relayed_at = time.monotonic()
+            batch = encoder.progress(taken)
+            if taken.error:
+                batch += encoder.failure(*taken.error)
+            elif taken.finish_reason:
+                usage = Usage(buffer.prompt_tokens, buffer.completion_tokens)
+                batch += encoder.closing(usage if include_usage else None)
+            if batch:
+                yield batch
+                if buffer.first_relayed_at is not None:
+                    last = time.monotonic()
+            if taken.error or taken.finish_reason:
+                return
+    finally:
         if lane is not None:
-            await lane.yield_to_new()
-        taken = buffer.take()
-        if buffer.first_relayed_at is None and any(p.text or p.tool_calls for p in taken.parts):
-            buffer.first_relayed_at = time.monotonic()
-        batch = encoder.progress(taken)
-        if taken.error:
-            batch += encoder.failure(*taken.error)
-        elif taken.finish_reason:
-            usage = Usage(buffer.prompt_tokens, buffer.completion_tokens)
-            batch += encoder.closing(usage if include_usage else None)
-        if batch:
-            yield batch
-        if taken.error or taken.finish_reason:
-            return
+            lane.close_stream()
 
 
 async def until_disconnect(

@@ -72,3 +72,41 @@ def test_a_disabled_lane_never_holds() -> None:
     lane = PriorityLane(enabled=False)
     lane.admit()
     assert lane.urgent == 0
+
+
+def _writes_of_a_stream(streams_open: int) -> tuple[float, int]:
+    """One stream among `streams_open` gets a token every 10 ms for 0.3 s: how long its first
+    token waited, and how many writes it took to send them all."""
+
+    async def scenario() -> tuple[float, int]:
+        lane = PriorityLane(pace_s=0.05)
+        lane.streams = streams_open - 1  # the others
+        buffer, sent = _events(lane)
+        await sent.get()  # the opening
+        pushed = asyncio.get_running_loop().time()
+        buffer.push("a")
+        first = await sent.get() - pushed
+        for _ in range(30):
+            await asyncio.sleep(0.01)
+            buffer.push("b")
+        buffer.finish("stop")
+        writes = 0
+        while True:
+            try:
+                await asyncio.wait_for(sent.get(), 0.2)
+            except TimeoutError:
+                return first, writes
+            writes += 1
+
+    return asyncio.run(scenario())
+
+
+def test_a_busy_process_paces_each_streams_writes_but_never_its_first_token() -> None:
+    first, paced = _writes_of_a_stream(64)
+    assert first < 0.03
+    assert paced <= 10  # 0.3 s of tokens at most once per 0.05 s, not 30 writes
+
+
+def test_a_quiet_process_writes_each_token_as_it_comes() -> None:
+    _, writes = _writes_of_a_stream(2)
+    assert writes >= 20
