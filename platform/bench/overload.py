@@ -135,7 +135,7 @@ async def _request(
                     return
             out.ttfts.append(ttft if ttft is not None else time.perf_counter() - started)
             out.ended.append(time.perf_counter())
-    except (aiohttp.ClientError, TimeoutError):
+    except (aiohttp.ClientError, TimeoutError, OSError):  # counted; never ends the run
         out.failed += 1
 
 

@@ -54,7 +54,6 @@ from loraplex.observability.metrics import (
     ENGINE_IN_FLIGHT_CAP,
     TenantLabeler,
 )
-from loraplex.serving.engines import EngineLoad
 from loraplex.serving.registry import EngineHandle
 
 # An engine running `cap x share` requests refuses a request of that priority: the lowest
@@ -107,7 +106,7 @@ class EngineGate:
         self._claims: dict[TenantKey, Claim] = {}  # each tenant's weight and bound, by model
         self._waiters: defaultdict[str, list[_Waiter]] = defaultdict(list)  # arrival order
         self._entries: dict[str, _Entry] = {}  # request id -> when and how it was let in
-        self._probes: dict[str, EngineLoad] = {}  # engine id -> the load probe its cap saw
+        self._probes: dict[str, int] = {}  # engine id -> the number of the probe its cap saw
 
     def shed_if_saturated(self, target: Target, priority: int, tenant_id: UUID) -> None:
         """503 + Retry-After when every candidate engine is at the in-flight cap for `priority`
@@ -131,7 +130,7 @@ class EngineGate:
         if self._may_borrow(target, tenant_id):
             return
         below = self._below_share(target, tenant_id)
-        wait_s = self._light_wait_s(target) if below else self.queue_wait_s
+        wait_s = max(self._light_wait_s(target), self.queue_wait_s) if below else self.queue_wait_s
         if wait_s <= 0:
             self.shed_if_saturated(target, priority, tenant_id)
             return
@@ -211,16 +210,16 @@ class EngineGate:
         return self._running[model, tenant_id] < share
 
     def _light_wait_s(self, target: Target) -> float:
-        """How long a tenant below its share may wait for a place: the tightest TTFT target
-        among the engines, at least `LIGHT_WAIT_S`. It is next in line, so a place frees
-        within that unless the engine stalls."""
+        """How long a tenant below its share may wait for a place: half the tightest TTFT
+        target among the engines (the wait is added to its TTFT), at least `LIGHT_WAIT_S`.
+        It is next in line, so a place frees within that unless the engine stalls."""
         targets = [
             cap.target_s()
             for e in self.router.ordered(target)
             if (cap := self.caps.get(e.id)) is not None
         ]
         known = [t for t in targets if t is not None]
-        return max(min(known), LIGHT_WAIT_S) if known else LIGHT_WAIT_S
+        return max(min(known) / 2, LIGHT_WAIT_S) if known else LIGHT_WAIT_S
 
     def _enter(
         self, target: Target, tenant_id: UUID | None, limits: dict[str, int], request_id: str
@@ -365,10 +364,10 @@ class EngineGate:
             )
         engine = self.router.registry.get(engine_id)
         if engine is not None:
-            load = engine.engine_load  # the poller's latest probe: a new object each time
-            if load is not None and load is not self._probes.get(engine_id):
-                self._probes[engine_id] = load
-                cap.on_engine_load(load.waiting, load.running, now)
+            load, probe = engine.engine_load, engine.engine_load_probes
+            if load is not None and probe != self._probes.get(engine_id):
+                self._probes[engine_id] = probe
+                cap.on_engine_load(load.waiting, load.running, now, probe=probe)
             engine.in_flight_cap = cap.value
         ENGINE_IN_FLIGHT_CAP.labels(engine_id).set(cap.value)
 

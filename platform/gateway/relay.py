@@ -46,8 +46,8 @@ async def encode_events(
                 continue
             if lane is not None:
                 await lane.yield_to_new()
-                if last is not None:
-                    await lane.pace(last)
+                if last is not None and not buffer.closed and not buffer.choices_done:
+                    await lane.pace(last)  # the end of a stream is never held
             taken = buffer.take()
             if buffer.first_relayed_at is None and any(p.text or p.tool_calls for p in taken.parts):
                 buffer.first_relayed_at = time.monotonic()
@@ -87,5 +87,13 @@ async def until_disconnect(
     finally:
         if not finished:
             task.cancel()
+            await close_events(batches)  # its `finally` runs now, not when it is collected
         # Bounded: the cleanup's own steps have timeouts; this is the backstop.
         await asyncio.wait({task}, timeout=CLEANUP_WAIT_S)
+
+
+async def close_events(batches: AsyncIterator[list[bytes]]) -> None:
+    """Close an events generator left before its end (a plain iterator has nothing to close)."""
+    aclose = getattr(batches, "aclose", None)
+    if aclose is not None:
+        await aclose()

@@ -23,7 +23,7 @@ from typing import Any
 from uuid import UUID
 
 from loraplex.errors import NotFound
-from loraplex.gateway.relay import CLEANUP_WAIT_S
+from loraplex.gateway.relay import CLEANUP_WAIT_S, close_events
 from loraplex.gateway.sse import HEARTBEAT
 
 log = logging.getLogger("loraplex.gateway")
@@ -82,6 +82,7 @@ class ResumableStreams:
             copied = True
         finally:
             watcher.cancel()
+            await close_events(batches)  # its `finally` (the lane's stream count) runs now
             if not copied and not task.done():
                 task.cancel()  # this copy failed: nobody can read the generation
             # After the last event the engine side finishes its own cleanup (engine stream,

@@ -89,6 +89,7 @@ class HealthPoller:
                 before = set(handle.loaded)
                 self._refresh_loaded(handle, await handle.driver.list_loaded(), before)
                 handle.engine_load = await self._queue_depth(handle)
+                handle.engine_load_probes += 1
         except TimeoutError:
             return False, f"no answer within {self.probe_timeout_s:g} s"
         except Exception as exc:  # a probe must never kill the poller

@@ -66,6 +66,7 @@ class EngineHandle:
     last_error: str = ""
     # What the engine itself last reported running and queued (its /metrics), or None.
     engine_load: EngineLoad | None = None
+    engine_load_probes: int = 0  # how many probes have set `engine_load`: numbers each one
     source: EngineSource = EngineSource.DATABASE
     agent_url: str = ""
     agent: AgentState = AgentState.OPERATOR  # STALE keeps it out of rotation

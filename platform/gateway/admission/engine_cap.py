@@ -65,7 +65,7 @@ class AdaptiveCap:
     fastest_ttft_s: float = field(default=math.inf, init=False)
     _idle: deque[tuple[float, int]] = field(init=False, repr=False)
     _recent: deque[float] = field(init=False, repr=False)  # TTFT / the prompt's allowance
-    _queued_at_last_probe: bool = field(default=False, init=False, repr=False)
+    _queued_probe: int = field(default=-1, init=False, repr=False)  # last probe with a queue
     last_cut_at: float = field(default=-math.inf, init=False)
     cuts: int = field(default=0, init=False)
 
@@ -118,19 +118,23 @@ class AdaptiveCap:
             step = 1.0 if self.cuts == 0 else 1.0 / self.limit
             self.limit = min(float(self.ceiling), self.limit + step)
 
-    def on_engine_load(self, waiting: float, running: float, now: float) -> None:
+    def on_engine_load(self, waiting: float, running: float, now: float, *, probe: int) -> None:
         """One probe of the engine's own queue: `waiting` requests not started, `running`.
 
         A queue in two probes in a row is more than the engine can batch: cut to what it
         runs, keeping between `KEEP_AT_LEAST` and `KEEP_AT_MOST` of the cap (an engine may
-        report 0 running for a request that just started). Call once per probe, not per
-        request.
+        report 0 running for a request that just started). `probe` numbers the probes, so
+        two in a row means consecutive numbers. A cut needs two more probes in a row, and
+        an engine already running at least the cap is not cut: its queue came from
+        elsewhere (requests admitted before a cut, another API process).
         """
-        queued = waiting > 0
-        if queued and self._queued_at_last_probe:
+        if waiting <= 0:
+            return
+        if probe == self._queued_probe + 1 and running < self.limit:
             kept = max(running, self.limit * KEEP_AT_LEAST)
             self._cut(min(self.limit * KEEP_AT_MOST, kept), now)
-        self._queued_at_last_probe = queued
+            probe = -2  # the next cut needs two more queued probes in a row
+        self._queued_probe = probe
 
     def _allowance(self, prompt_tokens: int) -> float:
         """How much longer than an idle request's a prompt of `prompt_tokens` may take."""

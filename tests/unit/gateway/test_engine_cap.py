@@ -125,12 +125,22 @@ def test_an_explicit_slo_replaces_the_learned_one() -> None:
 
 def test_an_engine_queue_seen_in_two_probes_in_a_row_cuts_the_cap_to_what_it_runs() -> None:
     cap = AdaptiveCap(seed=8, floor=1)
-    cap.on_engine_load(waiting=3, running=5, now=5.0)  # one probe: a request between steps
+    cap.on_engine_load(waiting=3, running=5, now=5.0, probe=1)  # one: a request between steps
     assert cap.value == 8
-    cap.on_engine_load(waiting=0, running=6, now=7.0)
-    cap.on_engine_load(waiting=2, running=6, now=9.0)
+    cap.on_engine_load(waiting=0, running=6, now=7.0, probe=2)
+    cap.on_engine_load(waiting=2, running=6, now=9.0, probe=3)
+    cap.on_engine_load(waiting=2, running=6, now=13.0, probe=5)  # probe 4 was not seen
     assert cap.value == 8
-    cap.on_engine_load(waiting=2, running=5, now=11.0)  # queued twice in a row
+    cap.on_engine_load(waiting=2, running=5, now=15.0, probe=6)  # queued twice in a row
     assert cap.value == 5
-    cap.on_engine_load(waiting=2, running=0, now=13.0)  # "0 running": at most halved
+    cap.on_engine_load(waiting=2, running=3, now=17.0, probe=7)  # a cut needs two more
+    assert cap.value == 5
+    cap.on_engine_load(waiting=2, running=0, now=19.0, probe=8)  # "0 running": at most halved
     assert cap.value == 2
+
+
+def test_a_queue_on_an_engine_running_at_least_the_cap_cuts_nothing() -> None:
+    cap = AdaptiveCap(seed=4, floor=1)
+    for probe in range(1, 5):  # requests admitted before a cut, or another API process's
+        cap.on_engine_load(waiting=3, running=6, now=float(probe), probe=probe)
+    assert cap.value == 4

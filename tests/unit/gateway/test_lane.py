@@ -6,7 +6,7 @@ import asyncio
 
 from loraplex.gateway.buffer import StreamBuffer
 from loraplex.gateway.lane import PriorityLane
-from loraplex.gateway.relay import encode_events
+from loraplex.gateway.relay import encode_events, until_disconnect
 from loraplex.gateway.sse import ChunkEncoder
 
 
@@ -110,3 +110,33 @@ def test_a_busy_process_paces_each_streams_writes_but_never_its_first_token() ->
 def test_a_quiet_process_writes_each_token_as_it_comes() -> None:
     _, writes = _writes_of_a_stream(2)
     assert writes >= 20
+
+
+def test_a_paced_stream_sends_its_end_at_once() -> None:
+    async def scenario() -> float:
+        lane = PriorityLane(pace_s=1.0)
+        lane.streams = 63
+        buffer, sent = _events(lane)
+        await sent.get()  # the opening
+        buffer.push("a")
+        await sent.get()  # the first token
+        ended = asyncio.get_running_loop().time()
+        buffer.push("b")
+        buffer.finish("stop")
+        return await sent.get() - ended
+
+    assert asyncio.run(scenario()) < 0.5
+
+
+def test_a_stream_its_client_left_stops_counting_at_once() -> None:
+    async def scenario() -> int:
+        lane = PriorityLane()
+        buffer = StreamBuffer(max_bytes=1 << 16)
+        engine_side = asyncio.get_running_loop().create_task(asyncio.sleep(10))
+        events = encode_events(ChunkEncoder("chatcmpl-1", "m", "chat"), buffer, False, None, lane)
+        relay = until_disconnect(events, engine_side)
+        await anext(relay)  # the opening went out; then the client goes away
+        await relay.aclose()
+        return lane.streams
+
+    assert asyncio.run(scenario()) == 0
