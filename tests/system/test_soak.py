@@ -256,7 +256,11 @@ def test_a_soak_across_both_api_hosts_bills_exactly_and_leaks_nothing(
         (rss0, fd0), (rss1, fd1) = before[host], after[host]
         assert rss1 - rss0 <= RSS_GROWTH_BOUND, (host, rss0, rss1)
         assert fd1 - fd0 <= FD_GROWTH_BOUND, (host, fd0, fd1)
-    assert max(largest.values()) <= AGENT_CACHE_BYTES, largest
+    # A download lands before the LRU evicts its victim, and an evicted copy is removed in
+    # the background (platform/serving/disk_cache.py): for a moment the cache may hold one
+    # adapter more than its budget, never more than that (seen: 2.26 MB of a 2.10 MB budget).
+    one_adapter = max(cache_bytes(tmp_path / name) for _, name in models if name != FAKE_MODEL)
+    assert max(largest.values()) <= AGENT_CACHE_BYTES + one_adapter, (largest, one_adapter)
 
     kinds = Counter(s.kind for s in sent_all)
     total_received = sum(b[2] for b in billed.values())
