@@ -98,11 +98,17 @@ def _ratio(with_scan: float, without: float) -> float:
     return float("inf") if with_scan else 1.0
 
 
+def _scanner_cost(
+    measure: str, lru: dict[str, Any], default: dict[str, Any]
+) -> tuple[int, int, float, float]:
+    """The others' `measure` with the scanner and without it, that ratio, and lru's ratio."""
+    mine, quiet = default[measure], default[f"{measure}_without_scanner"]
+    return mine, quiet, _ratio(mine, quiet), _ratio(lru[measure], lru[f"{measure}_without_scanner"])
+
+
 def _others_cold_loads(lru: dict[str, Any], default: dict[str, Any]) -> Verdict:
     """Containment's job: the scanner's loads recycle its own space, not the others'."""
-    mine, quiet = default["others_cold_loads"], default["others_cold_loads_without_scanner"]
-    ratio = _ratio(mine, quiet)
-    lru_ratio = _ratio(lru["others_cold_loads"], lru["others_cold_loads_without_scanner"])
+    mine, quiet, ratio, lru_ratio = _scanner_cost("others_cold_loads", lru, default)
     return Verdict(
         f"default: others' cold loads with scanner <= {MAX_OTHERS_COLD_LOAD_RATIO:.2f}x without",
         ratio <= MAX_OTHERS_COLD_LOAD_RATIO,
@@ -112,9 +118,7 @@ def _others_cold_loads(lru: dict[str, Any], default: dict[str, Any]) -> Verdict:
 
 def _others_slo_misses(lru: dict[str, Any], default: dict[str, Any]) -> Verdict:
     """The others' tail latency, counted: requests over the TTFT SLO or refused."""
-    mine, quiet = default["others_slo_misses"], default["others_slo_misses_without_scanner"]
-    ratio = _ratio(mine, quiet)
-    lru_ratio = _ratio(lru["others_slo_misses"], lru["others_slo_misses_without_scanner"])
+    mine, quiet, ratio, lru_ratio = _scanner_cost("others_slo_misses", lru, default)
     return Verdict(
         f"default: others' requests over the {TTFT_SLO_S:g} s TTFT SLO with scanner "
         f"<= {MAX_OTHERS_SLO_MISS_RATIO}x without",
