@@ -14,7 +14,9 @@ the requests that ended within it; for an open loop, every request that arrived 
 run waits for them all). Dividing by the window and not by the time the last request took
 to end matters: with a 10 s window the drain at the end understated open-loop goodput, and
 the requests still running at a closed loop's deadline overstated capacity, by ~7% each.
-`done/s` counts completions regardless of the SLO.
+`done/s` counts completions regardless of the SLO. Each row also has the share of CPU time
+the hypervisor stole while it ran (`loraplex.bench.steal`): the host's noise, beside the
+figures it may have spoiled.
 """
 
 from __future__ import annotations
@@ -33,10 +35,11 @@ import httpx
 from loraplex.bench.api import operator_key
 from loraplex.bench.gateway import KIND_OPTION, _setup
 from loraplex.bench.server import api_process, without_shedding
+from loraplex.bench.steal import CpuTimes, steal_share
 from loraplex.bench.tenants import tenant_key
 from loraplex.dev.partial_characters import steady_stream_bias
 from loraplex.serving.engines.http_driver import iter_sse_data
-from loraplex.serving.engines.launcher import EngineConfig, start_engine
+from loraplex.serving.engines.launcher import EngineConfig, EngineInfo, start_engine
 from loraplex.settings import Settings
 
 PROMPT = [{"role": "user", "content": "Once upon a time"}]
@@ -67,6 +70,7 @@ class Outcome:
     ended: list[float] = field(default_factory=list)  # perf_counter when each one ended
     refused: dict[str, int] = field(default_factory=dict)  # "503 overloaded" -> how many
     failed: int = 0
+    steal: float = float("nan")  # share of the machine's CPU the hypervisor took meanwhile
 
     def refused_with(self, status: int) -> int:
         """Requests refused with HTTP `status`, whatever the code."""
@@ -96,6 +100,7 @@ class Outcome:
             [self.ended[i] for i in kept],
             self.refused,
             self.failed,
+            self.steal,
         )
 
 
@@ -170,7 +175,7 @@ async def open_loop(
     Every request arrived within the window, so `seconds` stays the window.
     """
     rng = random.Random(seed)
-    out = Outcome(seconds)
+    out, before = Outcome(seconds), CpuTimes.now()
     async with _client(1000) as client:
         tasks, started = [], time.perf_counter()
         next_at = 0.0
@@ -181,6 +186,7 @@ async def open_loop(
             )
             next_at += rng.expovariate(rate)
         await asyncio.gather(*tasks)
+    out.steal = steal_share(before, CpuTimes.now())
     return out
 
 
@@ -198,7 +204,7 @@ async def closed_loop(
     Counts the requests that ended within the window; the ones still running at its end
     are waited for (so the next level starts on an idle engine) but not counted.
     """
-    out = Outcome(seconds)
+    out, before = Outcome(seconds), CpuTimes.now()
     deadline = time.perf_counter() + seconds
     async with _client(streams + 4) as client:
 
@@ -207,6 +213,7 @@ async def closed_loop(
                 await _request(client, url, key, max_tokens, out, logit_bias)
 
         await asyncio.gather(*(worker() for _ in range(streams)))
+    out.steal = steal_share(before, CpuTimes.now())
     return out.ended_by(deadline)
 
 
@@ -240,6 +247,21 @@ def bench_overload(
         )
     engine = EngineConfig(kind=kind)
     info = start_engine(engine, say=lambda line: click.echo(f"[engine] {line}", err=True))
+    rows = _measure(settings, engine, info, seconds, max_tokens, fixed_cap)
+    _print(rows)
+    json_path.parent.mkdir(parents=True, exist_ok=True)
+    json_path.write_text(json.dumps(rows, indent=2))
+
+
+def _measure(
+    settings: Settings,
+    engine: EngineConfig,
+    info: EngineInfo,
+    seconds: float,
+    max_tokens: int,
+    fixed_cap: bool,
+) -> list[dict]:
+    """Capacity, then each load level with admission off and on, then the noisy neighbour."""
     operator = operator_key(settings)
     # The dev model's partial characters would stall streams at random (bench gateway).
     bias = steady_stream_bias(Path(info.model_dir))
@@ -299,9 +321,7 @@ def bench_overload(
                     on_url, operator, seconds, max_tokens, rate, slo_ms, bias, engine.url
                 )
             )
-    _print(rows)
-    json_path.parent.mkdir(parents=True, exist_ok=True)
-    json_path.write_text(json.dumps(rows, indent=2))
+    return rows
 
 
 def _slo_capacity(
@@ -349,6 +369,7 @@ def _row(level: str, out: Outcome, slo_ms: float) -> dict:
         "p99_ms": out.p(0.99),
         "refused": out.refused,
         "failed": out.failed,
+        "steal": out.steal,
     }
 
 
@@ -398,7 +419,7 @@ def _noisy_neighbour(
 def _print(rows: list[dict]) -> None:
     click.echo(
         f"{'load':>16} {'admission':>9} {'offered/s':>9} {'goodput/s':>9} {'vs cap':>6} "
-        f"{'done/s':>6} {'p99 TTFT ms':>11} {'vs unloaded':>11} {'cap':>4} refused"
+        f"{'done/s':>6} {'p99 TTFT ms':>11} {'vs unloaded':>11} {'cap':>4} {'steal':>5} refused"
     )
     for r in rows:
         click.echo(
@@ -409,5 +430,6 @@ def _print(rows: list[dict]) -> None:
             f"{r['p99_ms']:11.0f} "
             f"{r.get('p99_vs_unloaded', r.get('p99_vs_alone', float('nan'))):11.2f} "
             f"{r.get('cap') or '':>4} "
+            f"{r['steal']:5.1%} "
             f"{r['refused'] or ''}"
         )

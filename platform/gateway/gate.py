@@ -19,10 +19,11 @@ arrivals.
 The cap is per engine and adapts by itself (`admission.engine_cap`, a gradient on the
 median TTFT against a target, starting from `parallelism` or the engine's batch slots if
 more); `max_in_flight`, when set, is its ceiling, and without adaptation the fixed cap.
-Places under the cap are shared fairly across tenants (`admission.fair_share`): a freed
-place goes to the waiting tenant furthest below its weighted share, and a tenant below its
-share goes in past the cap while another tenant holds more than its own, so a flood from
-one tenant never refuses another within its quota.
+Places under the cap are shared fairly across tenants (`admission.fair_share`, weighted by
+plan priority and requests-per-minute quota): a freed place goes to the waiting tenant
+furthest below its weighted share, and a tenant below its share goes in past the cap while
+another tenant holds more than its own, so a flood from one tenant never refuses another
+within its quota.
 """
 
 from __future__ import annotations
@@ -281,8 +282,9 @@ class EngineGate:
     ) -> Ticket | None:
         """A ticket for the request, or the refusal (429/503 with Retry-After) raised."""
         bound = limits.get("concurrent_requests")  # its share counts from its first wait
+        weight = weight_of(limits.get("priority", 0), limits.get("requests_per_minute"))
         self._claims[target.base_model, tenant_id] = Claim(
-            weight_of(limits.get("priority", 0)), float(bound) if bound else math.inf
+            weight, float(bound) if bound else math.inf
         )
         await self.wait_for_room(target, limits.get("priority", 0), tenant_id)
         self._enter(target, tenant_id, limits, request_id)  # `hold` gives it back at the end

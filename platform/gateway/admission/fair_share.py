@@ -1,8 +1,12 @@
 """Who gets the places under an engine cap when tenants want more than there are.
 
 Weighted max-min fairness: each tenant with requests running or waiting gets places in
-proportion to its plan's weight (`PRIORITY_WEIGHT`, by plan priority), but never more than
-its plan's concurrency allows; what a bounded tenant cannot use is split among the others.
+proportion to its weight, but never more than its plan's concurrency allows; what a bounded
+tenant cannot use is split among the others. The weight is what the tenant bought: its plan
+priority's weight (`PRIORITY_WEIGHT`) times its requests-per-minute quota, in units of
+`REFERENCE_RPM`. With equal weights, a tenant that floods past a small quota held as many
+places as one well within a quota ten times larger, and the larger one was shed at its
+equal share (measured: `bench overload`'s noisy neighbour, B refused 2-8 times a run).
 The gate uses the shares two ways:
 - a freed place goes to the waiting tenant furthest below its share;
 - at the cap, a tenant below its share still goes in while another tenant holds more than
@@ -20,11 +24,14 @@ from typing import TypeVar
 K = TypeVar("K", bound=Hashable)
 
 PRIORITY_WEIGHT = (1.0, 2.0, 4.0)  # plan priority 0 (free), 1 (pro), 2 (enterprise)
+REFERENCE_RPM = 600  # the pro plan's requests per minute: a weight of 1 per priority weight
 
 
-def weight_of(priority: int) -> float:
-    """The fair-share weight of a plan priority (out-of-range priorities clamp)."""
-    return PRIORITY_WEIGHT[min(max(priority, 0), len(PRIORITY_WEIGHT) - 1)]
+def weight_of(priority: int, requests_per_minute: int | None = None) -> float:
+    """A tenant's fair-share weight: its plan priority's (out-of-range priorities clamp)
+    times its requests-per-minute quota over `REFERENCE_RPM` (no quota: the reference)."""
+    rate = requests_per_minute / REFERENCE_RPM if requests_per_minute else 1.0
+    return PRIORITY_WEIGHT[min(max(priority, 0), len(PRIORITY_WEIGHT) - 1)] * rate
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,6 +24,14 @@ def test_a_higher_priority_plan_gets_a_larger_share() -> None:
     assert shares["ent"] == pytest.approx(4 * shares["free"])
 
 
+def test_a_tenant_with_a_larger_request_quota_gets_a_larger_share() -> None:
+    """A flood from a tenant sold 30 requests a minute does not get as many places as a
+    tenant on the same plan sold 600."""
+    small, large = Claim(weight_of(1, requests_per_minute=30)), Claim(weight_of(1, 600))
+    shares = fair_shares(7, {"flood": small, "quiet": large})
+    assert shares["quiet"] == pytest.approx(20 * shares["flood"])
+
+
 def test_what_a_bounded_tenant_cannot_use_goes_to_the_others() -> None:
     shares = fair_shares(10, {"a": Claim(1, bound=1), "b": Claim(1), "c": Claim(1)})
     assert shares == {"a": 1, "b": 4.5, "c": 4.5}

@@ -235,6 +235,31 @@ def test_a_tenant_within_its_share_is_not_refused_while_another_holds_more_than_
     assert flood_refused == 2 and flood_refused_after  # the flood is refused, the quiet one is in
 
 
+def test_a_tenant_sold_more_requests_a_minute_holds_more_of_the_cap_than_a_flood() -> None:
+    """Shares follow the requests-per-minute quota: the flood (30/min) that filled 4 of 10
+    places first does not hold the quiet tenant (600/min) to half of them."""
+    gate = _gate(in_flight=0, cap=10)
+    flood, quiet = uuid.uuid4(), uuid.uuid4()
+    small, large = (
+        {"priority": 1, "requests_per_minute": 30},
+        {"priority": 1, "requests_per_minute": 600},
+    )
+    args = dict(stream=True, target=TARGET, prompt_tokens=1, max_tokens=1)
+
+    async def scenario() -> bool:
+        for i in range(4):
+            await gate.admit(flood, small, f"f{i}", **args)  # type: ignore[arg-type]
+        for i in range(7):  # the 7th is past the cap and past an equal share of 5
+            await gate.admit(quiet, large, f"q{i}", **args)  # type: ignore[arg-type]
+        try:
+            await gate.admit(flood, small, "f-more", **args)  # type: ignore[arg-type]
+        except Overloaded:
+            return True
+        return False
+
+    assert asyncio.run(scenario())  # the quiet tenant got in, the flood's next is refused
+
+
 def test_the_adaptive_cap_grows_from_the_engine_slots_while_requests_are_fast() -> None:
     gate = _gate(in_flight=0, cap=0)
     gate.adaptive = True
