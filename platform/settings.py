@@ -119,11 +119,12 @@ class Settings:
     # every request at once (vLLM on CPU) this is what keeps admitted requests' TTFT.
     engine_max_in_flight: int = 0
     # At the cap, a request from a tenant at or above its fair share waits this long for a
-    # place before it is shed (one below its share waits up to the engine's TTFT target: it
-    # gets the next place freed). Without a wait, a slot freed between two arrivals stays
-    # idle and goodput drops; every millisecond of it is added to an admitted request's
-    # TTFT. Measured at 2x capacity on SGLang (CPU, adaptive cap, two rounds each): 0.005 s
-    # gave p99 90-100 ms at 19-22 requests/s, 0.03 s p99 100-125 ms at 17-21/s.
+    # place before it is shed (one below its share waits up to half the engine's TTFT
+    # target, at least 0.1 s: it gets the next place freed). Without a wait, a slot freed
+    # between two arrivals stays idle and goodput drops; every millisecond of it is added to
+    # an admitted request's TTFT. Measured at 2x capacity on SGLang (CPU, adaptive cap, two
+    # rounds each): 0.005 s gave p99 90-100 ms at 19-22 requests/s, 0.03 s p99 100-125 ms
+    # at 17-21/s.
     engine_queue_wait_s: float = 0.005
     # The cap adapts per engine (loraplex.gateway.admission.engine_cap): it starts at the
     # engine's batch slots and grows while the median TTFT meets its target, is cut in

@@ -48,6 +48,7 @@ PROMPT = [{"role": "user", "content": "Once upon a time"}]
 # give ~10x the samples in the same time. With full-length ones its p99 was the slowest of
 # ~90 requests, one stall of the host, and it ranged 39-118 ms between runs.
 UNLOADED_MAX_TOKENS = 2
+UNLOADED_TRIES, UNLOADED_MAX_STEAL = 3, 0.05
 # Before it is measured, each API process serves this many streams for this long: its
 # first requests at a new concurrency paid for cold caches and connections (measured: the
 # first level after a fresh start had a p99 4x the next one's).
@@ -274,9 +275,7 @@ def _measure(
         asyncio.run(
             closed_loop(off_url, key, WARM_UP_STREAMS, WARM_UP_S, max_tokens, logit_bias=bias)
         )
-        unloaded = asyncio.run(
-            closed_loop(off_url, key, 1, 2 * seconds, UNLOADED_MAX_TOKENS, logit_bias=bias)
-        )
+        unloaded = _unloaded(off_url, key, 2 * seconds, bias)
         slo_ms = 2 * unloaded.p(0.99)
         streams, capacity = _slo_capacity(off_url, key, seconds, max_tokens, slo_ms, bias)
         rate = capacity.goodput(slo_ms)
@@ -322,6 +321,20 @@ def _measure(
                 )
             )
     return rows
+
+
+def _unloaded(url: str, key: str, seconds: float, bias: dict[str, float]) -> Outcome:
+    """The yardstick: one short request at a time. Measured again (up to
+    `UNLOADED_TRIES` times, keeping the least disturbed) while the hypervisor takes more than
+    `UNLOADED_MAX_STEAL` of the CPU: every SLO in the run is twice its p99, and one measured
+    under 12% steal was 89 ms against 76-79 ms in runs without."""
+    tries: list[Outcome] = []
+    while len(tries) < UNLOADED_TRIES:
+        out = asyncio.run(closed_loop(url, key, 1, seconds, UNLOADED_MAX_TOKENS, logit_bias=bias))
+        tries.append(out)
+        if not out.steal > UNLOADED_MAX_STEAL:  # NaN (not Linux): nothing to go by
+            break
+    return min(tries, key=lambda o: o.steal if o.steal == o.steal else 0.0)
 
 
 def _slo_capacity(
@@ -375,8 +388,9 @@ def _row(level: str, out: Outcome, slo_ms: float) -> dict:
 
 # A's requests-per-minute bucket starts full (a minute's worth): offered 5x its rate, A is
 # refused only after 15 s (5T/60 > 1 + T/60). Run long enough for it to spend most of the
-# run refused.
-NOISY_MIN_SECONDS = 30.0
+# run refused, and for B's p99 to be more than its slowest request or two: at a quarter of
+# capacity, 30 s gave B ~45 requests, and its p99 alone and with A were two single maxima.
+NOISY_MIN_SECONDS = 60.0
 
 
 def _noisy_neighbour(

@@ -6,6 +6,9 @@ about 10% of all CPU time during `bench overload`, in bursts long enough that a 
 process missed a 30-60 ms TTFT yardstick several times over. No arrangement inside the guest
 removes it, so a bench reports it per level beside the figures it may have spoiled.
 
+The share is of all CPU time, idle included: on a half-idle machine it understates how long
+a process that wanted to run was held.
+
 Linux only; elsewhere the share is reported as unknown (NaN).
 """
 
@@ -30,9 +33,11 @@ class CpuTimes:
         """The counters now; None where /proc/stat is missing."""
         try:
             first = STAT.read_text().split("\n", 1)[0].split()
-        except OSError:
+            ticks = [int(value) for value in first[1:9]]  # guest time is already in user
+        except (OSError, ValueError):
             return None
-        ticks = [int(value) for value in first[1:9]]  # guest time is already in user
+        if len(ticks) <= STEAL_FIELD:  # a kernel too old to count steal
+            return None
         return cls(steal=ticks[STEAL_FIELD], total=sum(ticks))
 
 

@@ -181,11 +181,15 @@ class EngineGate:
         busy = max(self._admitted[target.base_model], sum(e.in_flight for e in engines))
         return busy >= places
 
-    def _shares(self, model: str, places: float, newcomer: UUID | None) -> dict[TenantKey, float]:
-        """Fair shares of `places` among the tenants running or waiting for `model`."""
+    def _shares(
+        self, model: str, places: float, newcomer: UUID | None, *, joining: bool = True
+    ) -> dict[TenantKey, float]:
+        """Fair shares of `places` among the tenants running or waiting for `model`, and the
+        `newcomer` asking for a place (unless not `joining`: a freed place is handed out)."""
         active = {key for key in self._running if key[0] == model}
         active.update((model, w.tenant_id) for w in self._waiters.get(model, ()))
-        active.add((model, newcomer))
+        if joining:
+            active.add((model, newcomer))
         return fair_shares(places, {key: self._claims.get(key, Claim(1.0)) for key in active})
 
     def _may_borrow(self, target: Target, tenant_id: UUID | None) -> bool:
@@ -249,7 +253,9 @@ class EngineGate:
         waiters = [w for w in self._waiters.get(model, ()) if not w.turn.done()]
         if waiters:
             places = self._places(target, 1)
-            shares = self._shares(model, places if not math.isinf(places) else 1.0, None)
+            shares = self._shares(
+                model, places if not math.isinf(places) else 1.0, None, joining=False
+            )
             waiting = [(model, w.tenant_id) for w in waiters]
             tenant = neediest(waiting, self._running_for(model), shares)
             chosen = next(w for w in waiters if (model, w.tenant_id) == tenant)

@@ -3,10 +3,12 @@
 Weighted max-min fairness: each tenant with requests running or waiting gets places in
 proportion to its weight, but never more than its plan's concurrency allows; what a bounded
 tenant cannot use is split among the others. The weight is what the tenant bought: its plan
-priority's weight (`PRIORITY_WEIGHT`) times its requests-per-minute quota, in units of
-`REFERENCE_RPM`. With equal weights, a tenant that floods past a small quota held as many
-places as one well within a quota ten times larger, and the larger one was shed at its
-equal share (measured: `bench overload`'s noisy neighbour, B refused 2-8 times a run).
+priority's weight (`PRIORITY_WEIGHT`) times its requests-per-minute quota in units of
+`REFERENCE_RPM`, that factor kept within `QUOTA_FACTOR` (no quota: its top). The default
+plans weigh 0.1 (free), 2 (pro) and 40 (enterprise). With equal weights, a tenant that
+flooded past a small quota held as many places as one well within a quota ten times larger,
+and the larger one was shed at its equal share (measured: `bench overload`'s noisy
+neighbour, B refused 1-8 times a run over seven runs).
 The gate uses the shares two ways:
 - a freed place goes to the waiting tenant furthest below its share;
 - at the cap, a tenant below its share still goes in while another tenant holds more than
@@ -24,14 +26,22 @@ from typing import TypeVar
 K = TypeVar("K", bound=Hashable)
 
 PRIORITY_WEIGHT = (1.0, 2.0, 4.0)  # plan priority 0 (free), 1 (pro), 2 (enterprise)
-REFERENCE_RPM = 600  # the pro plan's requests per minute: a weight of 1 per priority weight
+REFERENCE_RPM = 600  # the pro plan's requests per minute: a quota factor of 1
+QUOTA_FACTOR = (0.1, 10.0)  # the free plan's 60/min to the enterprise plan's 6000/min
 
 
 def weight_of(priority: int, requests_per_minute: int | None = None) -> float:
     """A tenant's fair-share weight: its plan priority's (out-of-range priorities clamp)
-    times its requests-per-minute quota over `REFERENCE_RPM` (no quota: the reference)."""
-    rate = requests_per_minute / REFERENCE_RPM if requests_per_minute else 1.0
-    return PRIORITY_WEIGHT[min(max(priority, 0), len(PRIORITY_WEIGHT) - 1)] * rate
+    times its requests-per-minute quota over `REFERENCE_RPM`, kept within `QUOTA_FACTOR`.
+
+    No quota (None: unlimited) weighs like the largest; a quota of 0 refuses every request
+    before it reaches an engine, and weighs like the smallest.
+    """
+    low, high = QUOTA_FACTOR
+    factor = high if requests_per_minute is None else int(requests_per_minute) / REFERENCE_RPM
+    return PRIORITY_WEIGHT[min(max(priority, 0), len(PRIORITY_WEIGHT) - 1)] * min(
+        max(factor, low), high
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,11 +25,21 @@ def test_a_higher_priority_plan_gets_a_larger_share() -> None:
 
 
 def test_a_tenant_with_a_larger_request_quota_gets_a_larger_share() -> None:
-    """A flood from a tenant sold 30 requests a minute does not get as many places as a
+    """A flood from a tenant sold 60 requests a minute does not get as many places as a
     tenant on the same plan sold 600."""
-    small, large = Claim(weight_of(1, requests_per_minute=30)), Claim(weight_of(1, 600))
+    small, large = Claim(weight_of(1, requests_per_minute=60)), Claim(weight_of(1, 600))
     shares = fair_shares(7, {"flood": small, "quiet": large})
-    assert shares["quiet"] == pytest.approx(20 * shares["flood"])
+    assert shares["quiet"] == pytest.approx(10 * shares["flood"])
+
+
+def test_the_request_quota_counts_within_the_free_to_enterprise_range() -> None:
+    """No quota weighs like the largest, a quota of 0 like the smallest, and a huge one no
+    more than the enterprise plan's: one tenant's override cannot take a whole engine."""
+    assert weight_of(1, None) == weight_of(1, 6000) == weight_of(1, 100_000) == 20.0
+    assert weight_of(1, 0) == weight_of(1, 60) == weight_of(1, 1) == pytest.approx(0.2)
+    assert [weight_of(p, rpm) for p, rpm in ((0, 60), (1, 600), (2, 6000))] == pytest.approx(
+        [0.1, 2.0, 40.0]
+    )
 
 
 def test_what_a_bounded_tenant_cannot_use_goes_to_the_others() -> None:
