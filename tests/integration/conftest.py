@@ -85,7 +85,9 @@ def gateway_settings(settings: Settings) -> Settings:
         settings,
         stream_buffer_bytes=512,
         stream_heartbeat_s=1.0,
-        ttft_timeout_s=30.0,
+        # the product's default: in CI a busy 2-core machine once kept vLLM's first token
+        # of a logprobs request past 30 s
+        ttft_timeout_s=60.0,
         idle_timeout_s=20.0,
         engine_health_interval_s=1.0,
         socket_sndbuf_bytes=16384,
