@@ -113,7 +113,6 @@ class EngineGate:
         """503 + Retry-After when every candidate engine is at the in-flight cap for `priority`
         and the tenant has no fair share left to claim past it."""
         if self._saturated(target, priority) and not self._may_borrow(target, tenant_id):
-            ADMISSION_REJECTIONS.labels("engine_concurrency", self.labeler(tenant_id)).inc()
             raise Overloaded("1")
 
     async def wait_for_room(self, target: Target, priority: int, tenant_id: UUID) -> None:
@@ -292,7 +291,15 @@ class EngineGate:
         self._claims[target.base_model, tenant_id] = Claim(
             weight, float(bound) if bound else math.inf
         )
-        await self.wait_for_room(target, limits.get("priority", 0), tenant_id)
+        try:
+            await self.wait_for_room(target, limits.get("priority", 0), tenant_id)
+        except Overloaded:
+            if self.quotas is not None:  # over its own quota: a 429 says more than a 503
+                await self.quotas.refuse_if_over_quota(
+                    tenant_id, limits, stream=stream, estimated_tokens=prompt_tokens + max_tokens
+                )
+            ADMISSION_REJECTIONS.labels("engine_concurrency", self.labeler(tenant_id)).inc()
+            raise
         self._enter(target, tenant_id, limits, request_id)  # `hold` gives it back at the end
         if self.quotas is None:
             return None

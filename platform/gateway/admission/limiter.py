@@ -88,8 +88,10 @@ class RedisLimiter:
         stream: bool,
         cost: int,
         now: float,
+        charge: bool = True,
     ) -> Outcome:
-        """Check and charge every limit at once; nothing is charged on a refusal."""
+        """Check and charge every limit at once; nothing is charged on a refusal, nor
+        without `charge` (the answer is then only whether the request would fit)."""
         keys = Keys(self.prefix, tenant_id)
         day = int(now // DAY_S)
         rpm = _limit(limits, "requests_per_minute")
@@ -107,6 +109,7 @@ class RedisLimiter:
             repr(now + self.lease_s),
             1 if stream else 0,
             2 * DAY_S,  # outlives its day, so a late settle still finds it
+            1 if charge else 0,
         ]
         key_list = [
             keys.requests,

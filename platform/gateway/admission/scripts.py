@@ -38,9 +38,10 @@ end
 # KEYS: requests bucket, tokens bucket, daily counter, request leases, stream leases.
 # ARGV: now, window_s, then limits (-1 = none) for requests/min, tokens/min, daily tokens,
 #       concurrent requests, concurrent streams; cost (tokens), request id, lease expiry,
-#       is_stream (1|0), daily counter ttl.
+#       is_stream (1|0), daily counter ttl, charge (1|0: 0 only asks whether it would fit).
 # Returns {admitted, reason, requests level, tokens level, daily used, requests held,
-#          streams held}; a refused request changes nothing but the pruning of dead leases.
+#          streams held}; a refused request, or one not charged, changes nothing but the
+#          pruning of dead leases.
 ADMIT = (
     _BUCKET
     + """
@@ -49,6 +50,7 @@ local rpm, tpm, daily = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local max_req, max_streams = tonumber(ARGV[6]), tonumber(ARGV[7])
 local cost, rid, expiry = tonumber(ARGV[8]), ARGV[9], tonumber(ARGV[10])
 local is_stream, day_ttl = ARGV[11] == '1', tonumber(ARGV[12])
+local charge = ARGV[13] ~= '0'
 
 local function held(key, limit)
   if limit < 0 then return 0 end
@@ -73,7 +75,7 @@ elseif rpm >= 0 and req_level < 1 then reason = 'requests_per_minute'
 elseif tpm >= 0 and tok_level < cost then reason = 'tokens_per_minute'
 end
 
-if reason == '' then
+if reason == '' and charge then
   if rpm >= 0 then req_level = req_level - 1; store(KEYS[1], req_level, req_ts, window) end
   if tpm >= 0 then tok_level = tok_level - cost; store(KEYS[2], tok_level, tok_ts, window) end
   if daily >= 0 then

@@ -2,7 +2,10 @@
 
 Order of checks: overload first (in-process, no Redis — a shed request spends no quota and
 an overloaded gateway sends no extra traffic to Redis), then one atomic Redis call for every
-tenant limit and concurrency slot.
+tenant limit and concurrency slot. A request about to be shed for load is first asked, in
+Redis and without charging anything, whether it is within its tenant's quota: a tenant
+over its quota is told so (429 with its own Retry-After), not that the engines are busy
+(503), since waiting for the engines would not help it (`refuse_if_over_quota`).
 
 When Redis does not answer within `timeout_s`, `fail_mode` decides: "closed" (default)
 refuses with 503 `rate_limiter_unavailable`; "open" admits without limits, logs, and counts
@@ -134,7 +137,13 @@ class TenantQuotas:
         """Admit a request or raise `Overloaded`, `RateLimited` or `LimiterUnavailable`."""
         tenant = str(tenant_id)
         if estimated_ttft_s is not None and self.overload is not None:
-            self._shed_if_overloaded(tenant, limits, estimated_ttft_s)
+            decision = self.overload.decide(estimated_ttft_s, limits.get("priority", 0))
+            if not decision.admit:
+                await self.refuse_if_over_quota(
+                    tenant, limits, stream=stream, estimated_tokens=estimated_tokens
+                )
+                self._reject("overload", tenant)
+                raise Overloaded(retry_after(decision.retry_after_s))
         refusals.refuse_if_too_large(tenant, limits, estimated_tokens, self._reject)
         now = self.clock()
         try:
@@ -153,6 +162,40 @@ class TenantQuotas:
         if not outcome.admitted:
             raise refusals.refusal(outcome, estimated_tokens, now, self._reject, tenant)
         return self._ticket(tenant, limits, request_id, stream, estimated_tokens, now, outcome)
+
+    async def refuse_if_over_quota(
+        self,
+        tenant_id: UUID | str,
+        limits: Mapping[str, int],
+        *,
+        stream: bool,
+        estimated_tokens: int,
+    ) -> None:
+        """Raise the tenant's own refusal (`RateLimited`) when the request would not fit its
+        quota now; charge nothing either way.
+
+        For a request the caller is about to shed for load: its tenant learns the limit it
+        hit and when to retry, rather than a 503 that invites it back as soon as the
+        engines have room. Redis not answering leaves the caller's refusal standing.
+        """
+        tenant = str(tenant_id)
+        refusals.refuse_if_too_large(tenant, limits, estimated_tokens, self._reject)
+        now = self.clock()
+        try:
+            async with redis_deadline(self.timeout_s):
+                outcome = await self.limiter.admit(
+                    tenant,
+                    limits,
+                    request_id="",
+                    stream=stream,
+                    cost=estimated_tokens,
+                    now=now,
+                    charge=False,
+                )
+        except REDIS_ERRORS:
+            return
+        if not outcome.admitted:
+            raise refusals.refusal(outcome, estimated_tokens, now, self._reject, tenant)
 
     async def release(self, ticket: Ticket, actual_tokens: int | None = None) -> None:
         """Free the ticket's slots and settle its tokens to `actual_tokens` (once; never raises)."""
@@ -194,15 +237,6 @@ class TenantQuotas:
     async def _renew(self, ticket: Ticket) -> int:
         async with redis_deadline(self.timeout_s):
             return await self.limiter.renew(ticket, self.clock())
-
-    def _shed_if_overloaded(
-        self, tenant: str, limits: Mapping[str, int], estimated_ttft_s: float
-    ) -> None:
-        assert self.overload is not None
-        decision = self.overload.decide(estimated_ttft_s, limits.get("priority", 0))
-        if not decision.admit:
-            self._reject("overload", tenant)
-            raise Overloaded(retry_after(decision.retry_after_s))
 
     def _reject(self, reason: str, tenant: str) -> None:
         ADMISSION_REJECTIONS.labels(reason, self.labeler(tenant)).inc()

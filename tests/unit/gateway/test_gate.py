@@ -74,6 +74,9 @@ class _SlowAdmission:
         await asyncio.sleep(0.01)
         return "ticket"
 
+    async def refuse_if_over_quota(self, *args: object, **kwargs: object) -> None:
+        await asyncio.sleep(0.01)  # within its quota: a refusal stays the engine's 503
+
     @contextlib.asynccontextmanager
     async def hold(self, ticket: object) -> AsyncIterator[object]:
         yield ticket
