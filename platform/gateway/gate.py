@@ -35,11 +35,12 @@ import time
 from collections import Counter, defaultdict
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
 from loraplex.gateway.admission import OverloadShedder, TenantQuotas, Ticket
-from loraplex.gateway.admission.engine_cap import DEFAULT_CEILING, AdaptiveCap
+from loraplex.gateway.admission.engine_cap import DEFAULT_CEILING, AdaptiveCap, CapCut
 from loraplex.gateway.admission.errors import Overloaded
 from loraplex.gateway.admission.fair_share import (
     Claim,
@@ -52,6 +53,7 @@ from loraplex.gateway.resolve import Target
 from loraplex.gateway.routing import EngineRouter
 from loraplex.observability.metrics import (
     ADMISSION_REJECTIONS,
+    ENGINE_CAP_CUTS,
     ENGINE_IN_FLIGHT_CAP,
     TenantLabeler,
 )
@@ -367,7 +369,7 @@ class EngineGate:
         cap = self.caps.get(engine_id)
         if cap is None:
             return
-        now = time.monotonic()
+        now, cuts = time.monotonic(), cap.cuts
         if ttft_s is not None and entry is not None:
             cap.on_first_token(
                 ttft_s,
@@ -384,7 +386,17 @@ class EngineGate:
                 self._probes[engine_id] = probe
                 cap.on_engine_load(load.waiting, load.running, now, probe=probe)
             engine.in_flight_cap = cap.value
+            if cap.cuts != cuts and cap.last_cut is not None:
+                _show_cut(engine, cap.cuts, cap.last_cut)
         ENGINE_IN_FLIGHT_CAP.labels(engine_id).set(cap.value)
+
+
+def _show_cut(engine: EngineHandle, cuts: int, cut: CapCut) -> None:
+    """Put the cap's latest cut where the engines page, the API and the metrics show it."""
+    engine.cap_cuts = cuts
+    engine.cap_last_cut = f"{cut.before} -> {cut.after}: {cut.why}"
+    engine.cap_last_cut_at = datetime.now(UTC)
+    ENGINE_CAP_CUTS.labels(engine.id, cut.reason).inc()
 
 
 @dataclass(eq=False)  # compared by identity: a tenant may have several waiters

@@ -79,6 +79,12 @@ ENGINE_IN_FLIGHT_CAP = Gauge(
     "Requests this API process lets run on an engine at once (its adaptive admission cap).",
     ["engine"],
 )
+ENGINE_CAP_CUTS = Counter(
+    "loraplex_engine_in_flight_cap_cuts",
+    "Times this API process cut an engine's adaptive cap, by reason "
+    "(slow_first_tokens | engine_queue).",
+    ["engine", "reason"],
+)
 ADMISSION_REJECTIONS = Counter(
     "loraplex_admission_rejections",
     "Requests refused at admission, by reason (e.g. rpm, tpm, concurrency, overload).",

@@ -64,6 +64,10 @@ class EngineLiveOut(Output):
     engine_waiting: float | None = None
     # This API process's admission cap for the engine (adaptive: it moves with TTFT).
     in_flight_cap: int | None = None
+    # How often that cap has been cut here, and the last cut ("12 -> 6: why") and when.
+    in_flight_cap_cuts: int = 0
+    in_flight_cap_last_cut: str = ""
+    in_flight_cap_last_cut_at: datetime | None = None
 
 
 class EngineOut(Output):

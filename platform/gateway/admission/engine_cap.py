@@ -50,6 +50,16 @@ KEEP_AT_LEAST = 0.5  # ... and at least half of it
 DEFAULT_CEILING = 256  # no fixed cap set: the adaptive one stops here
 
 
+@dataclass(frozen=True, slots=True)
+class CapCut:
+    """Why the cap last fell, for the engines page and the metrics."""
+
+    reason: str  # "slow_first_tokens" | "engine_queue"
+    before: int
+    after: int
+    why: str  # one sentence with the figures behind it
+
+
 @dataclass
 class AdaptiveCap:
     """One engine's cap: a gradient on the median TTFT against a target, and the engine's
@@ -67,6 +77,7 @@ class AdaptiveCap:
     _recent: deque[float] = field(init=False, repr=False)  # TTFT / the prompt's allowance
     _queued_probe: int = field(default=-1, init=False, repr=False)  # last probe with a queue
     last_cut_at: float = field(default=-math.inf, init=False)
+    last_cut: CapCut | None = field(default=None, init=False)
     cuts: int = field(default=0, init=False)
 
     def __post_init__(self) -> None:
@@ -113,7 +124,12 @@ class AdaptiveCap:
         self._recent.append(ttft_s / self._allowance(prompt_tokens))
         median = statistics.median(self._recent)
         if len(self._recent) >= WINDOW // 2 and median > target:
-            self._cut(self.limit * min(KEEP_AT_MOST, max(KEEP_AT_LEAST, target / median)), now)
+            kept = min(KEEP_AT_MOST, max(KEEP_AT_LEAST, target / median))
+            why = (
+                f"median TTFT of the last {len(self._recent)} requests "
+                f"{median * 1000:.0f} ms, over the {target * 1000:.0f} ms target"
+            )
+            self._cut(self.limit * kept, now, "slow_first_tokens", why)
         elif at_cap and self._recent[-1] <= target:
             step = 1.0 if self.cuts == 0 else 1.0 / self.limit
             self.limit = min(float(self.ceiling), self.limit + step)
@@ -132,7 +148,8 @@ class AdaptiveCap:
             return
         if probe == self._queued_probe + 1 and running < self.limit:
             kept = max(running, self.limit * KEEP_AT_LEAST)
-            self._cut(min(self.limit * KEEP_AT_MOST, kept), now)
+            why = f"the engine queued {waiting:.0f} in two probes in a row, running {running:.0f}"
+            self._cut(min(self.limit * KEEP_AT_MOST, kept), now, "engine_queue", why)
             probe = -2  # the next cut needs two more queued probes in a row
         self._queued_probe = probe
 
@@ -150,7 +167,9 @@ class AdaptiveCap:
         self.idle_ttft_s = statistics.median(t for t, _ in self._idle)
         self.idle_prompt_tokens = statistics.fmean(p for _, p in self._idle)
 
-    def _cut(self, to: float, now: float) -> None:
+    def _cut(self, to: float, now: float, reason: str, why: str) -> None:
+        before = self.value
         self.limit = max(float(self.floor), to)
         self.last_cut_at, self.cuts = now, self.cuts + 1
+        self.last_cut = CapCut(reason, before, self.value, why)
         self._recent.clear()  # the next cut waits for requests admitted under this cap

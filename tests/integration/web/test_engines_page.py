@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import secrets
+from datetime import UTC, datetime
 
+from loraplex.api.deps import services_of
 from tests.conftest import Api
 from tests.integration.web.conftest import PASSWORD, htmx, sign_in
 from tests.support.adapter_api import ensure_tiny_base
@@ -79,3 +81,28 @@ async def test_tenant_admins_cannot_see_or_register_engines(
         "/admin/engines/", data={"name": "x", "url": NOWHERE}, headers=htmx(browser_client)
     )
     assert refused.status_code == 403
+
+
+async def test_the_engines_page_and_api_say_when_and_why_the_cap_was_last_cut(
+    app, browser_client, operator: Api, operator_user
+) -> None:
+    base = await ensure_tiny_base(operator)
+    await sign_in(browser_client, operator_user.email, operator_user.password)
+    name = f"cap-{secrets.token_hex(3)}"
+    body = {"name": name, "url": NOWHERE, "kind": "vllm", "base_model": base}
+    engine_id = (await operator.post("/api/v1/engines", json=body)).json()["id"]
+    handle = services_of(app).registry.get(engine_id)
+    assert handle is not None
+    handle.in_flight_cap, handle.cap_cuts = 6, 2  # as the gate leaves it after two cuts
+    handle.cap_last_cut = "12 -> 6: median TTFT of the last 16 requests 210 ms, over 120 ms"
+    handle.cap_last_cut_at = datetime.now(UTC)
+    try:
+        live = (await operator.get(f"/api/v1/engines/{engine_id}")).json()["live"]
+        table = (await browser_client.get("/admin/engines/live")).text
+    finally:
+        await operator.delete(f"/api/v1/engines/{engine_id}")
+
+    assert (live["in_flight_cap"], live["in_flight_cap_cuts"]) == (6, 2)
+    assert live["in_flight_cap_last_cut"].startswith("12 -> 6: median TTFT")
+    row = table[table.index(f'data-engine="{name}"') :]
+    assert "cut 2 times, last 12 -&gt; 6: median TTFT" in row[: row.index("</tr>")]

@@ -8,6 +8,7 @@ import uuid
 from collections.abc import AsyncIterator
 
 import pytest
+from prometheus_client import REGISTRY
 
 from loraplex.gateway.admission.errors import Overloaded
 from loraplex.gateway.gate import EngineGate, in_flight_allowance
@@ -283,6 +284,34 @@ def test_the_adaptive_cap_grows_from_the_engine_slots_while_requests_are_fast() 
     assert gate.cap_of(engine) == 4  # the engine's GPU slots
     asyncio.run(serve(5, ttft_s=0.06))
     assert engine.in_flight_cap is not None and engine.in_flight_cap > 4
+
+
+def test_a_cut_of_the_adaptive_cap_is_shown_with_its_reason_and_counted() -> None:
+    gate = _gate(in_flight=0, cap=0)
+    gate.adaptive = True
+    engine = gate.router.registry.get("e")
+    assert engine is not None
+    args = dict(stream=True, target=TARGET, prompt_tokens=1, max_tokens=1)
+    labels = {"engine": "e", "reason": "slow_first_tokens"}
+    before = REGISTRY.get_sample_value("loraplex_engine_in_flight_cap_cuts_total", labels) or 0
+
+    async def serve(pairs: int) -> None:
+        for i in range(pairs):  # two at once: the first finds the engine idle, fast ...
+            alone = await gate.admit(uuid.uuid4(), {"priority": 1}, f"a{i}", **args)  # type: ignore[arg-type]
+            beside = await gate.admit(uuid.uuid4(), {"priority": 1}, f"b{i}", **args)  # type: ignore[arg-type]
+            for ticket, rid, ttft_s in ((alone, f"a{i}", 0.05), (beside, f"b{i}", 0.5)):
+                async with gate.hold(ticket, TARGET):
+                    pass
+                gate.observe("e", 0.5, 1, ttft_s, rid)  # ... the second is ten times slower
+
+    gate.cap_of(engine)
+    asyncio.run(serve(4))  # eight first tokens: the least window that may cut
+
+    assert engine.cap_cuts == 1 and engine.cap_last_cut_at is not None
+    assert engine.cap_last_cut.startswith("4 -> 2: median TTFT")  # kept at least half
+    assert "over the 75 ms target" in engine.cap_last_cut
+    after = REGISTRY.get_sample_value("loraplex_engine_in_flight_cap_cuts_total", labels)
+    assert after == before + 1
 
 
 def test_at_the_cap_a_tenant_below_its_share_waits_for_the_next_place_a_heavy_one_is_shed() -> None:
