@@ -180,7 +180,7 @@ def start_platform(
     with step("demo tenant", timings):
         credentials = seed_demo(api_url, operator_key, layout)
     if engine_thread is not None and engine is not None:
-        with step("engine", timings):
+        with step("engine taking requests", timings):  # it may still be installing
             engine_thread.result()
             register_engine(api_url, operator_key, engine)
     return timings, credentials
