@@ -13,6 +13,7 @@ from loraplex.serving.engines import (
     GenerateChunk,
     GenerateRequest,
 )
+from loraplex.serving.registry import EngineHandle
 
 
 class FakeDriver:
@@ -89,3 +90,20 @@ class FakeDriver:
     def _check_up(self) -> None:
         if not self.up:
             raise EngineUnavailable("connection refused")
+
+
+def fake_engine(gpu_slots: int = 4, host_slots: int = 8, in_flight: int = 0) -> EngineHandle:
+    """A healthy vLLM engine "e" serving base model "tiny" on a `FakeDriver`."""
+    return EngineHandle(
+        id="e",
+        name="e",
+        url="u",
+        kind="vllm",
+        base_model="tiny",
+        max_lora_rank=64,
+        gpu_slots=gpu_slots,
+        host_slots=host_slots,
+        driver=FakeDriver(),
+        healthy=True,
+        in_flight=in_flight,
+    )

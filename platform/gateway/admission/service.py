@@ -147,15 +147,7 @@ class TenantQuotas:
         refusals.refuse_if_too_large(tenant, limits, estimated_tokens, self._reject)
         now = self.clock()
         try:
-            async with redis_deadline(self.timeout_s):
-                outcome = await self.limiter.admit(
-                    tenant,
-                    limits,
-                    request_id=request_id,
-                    stream=stream,
-                    cost=estimated_tokens,
-                    now=now,
-                )
+            outcome = await self._ask(tenant, limits, request_id, stream, estimated_tokens, now)
         except REDIS_ERRORS as exc:
             return self._without_redis(tenant, request_id, stream, estimated_tokens, now, exc)
         refusals.set_usage_gauges(self.labeler(tenant), limits, outcome)
@@ -182,16 +174,7 @@ class TenantQuotas:
         refusals.refuse_if_too_large(tenant, limits, estimated_tokens, self._reject)
         now = self.clock()
         try:
-            async with redis_deadline(self.timeout_s):
-                outcome = await self.limiter.admit(
-                    tenant,
-                    limits,
-                    request_id="",
-                    stream=stream,
-                    cost=estimated_tokens,
-                    now=now,
-                    charge=False,
-                )
+            outcome = await self._ask(tenant, limits, "", stream, estimated_tokens, now, False)
         except REDIS_ERRORS:
             return
         if not outcome.admitted:
@@ -233,6 +216,28 @@ class TenantQuotas:
         """Close the Redis client if this object made it."""
         if self._owns_client:
             await self.client.aclose()
+
+    async def _ask(
+        self,
+        tenant: str,
+        limits: Mapping[str, int],
+        request_id: str,
+        stream: bool,
+        cost: int,
+        now: float,
+        charge: bool = True,
+    ) -> Outcome:
+        """One admission script call within Redis's deadline; raises `REDIS_ERRORS`."""
+        async with redis_deadline(self.timeout_s):
+            return await self.limiter.admit(
+                tenant,
+                limits,
+                request_id=request_id,
+                stream=stream,
+                cost=cost,
+                now=now,
+                charge=charge,
+            )
 
     async def _renew(self, ticket: Ticket) -> int:
         async with redis_deadline(self.timeout_s):

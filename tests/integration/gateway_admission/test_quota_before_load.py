@@ -12,9 +12,9 @@ from loraplex.gateway.admission import Overloaded, OverloadShedder, RateLimited,
 from loraplex.gateway.gate import EngineGate
 from loraplex.gateway.resolve import Target
 from loraplex.gateway.routing import EngineRouter
-from loraplex.serving.registry import EngineHandle, EngineRegistry
+from loraplex.serving.registry import EngineRegistry
 from tests.integration.gateway_admission.conftest import Backend, FakeClock
-from tests.support.fake_driver import FakeDriver
+from tests.support.fake_driver import fake_engine
 
 TARGET = Target(model="tiny", base_model="tiny", max_context=4096, base_source="/nowhere")
 ONE_A_MINUTE = {"requests_per_minute": 1, "priority": 1}
@@ -65,18 +65,5 @@ async def test_at_a_full_engine_cap_the_tenant_over_its_quota_gets_429(
 
 def _gate_with_cap_of_one(quotas: TenantQuotas) -> EngineGate:
     registry = EngineRegistry()
-    registry.add(
-        EngineHandle(
-            id="e",
-            name="e",
-            url="u",
-            kind="vllm",
-            base_model="tiny",
-            max_lora_rank=64,
-            gpu_slots=1,
-            host_slots=1,
-            driver=FakeDriver(),
-            healthy=True,
-        )
-    )
+    registry.add(fake_engine(gpu_slots=1, host_slots=1))
     return EngineGate(quotas, None, EngineRouter(registry, cache=None), 1, max_in_flight=1)  # type: ignore[arg-type]

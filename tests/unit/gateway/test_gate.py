@@ -14,29 +14,15 @@ from loraplex.gateway.admission.errors import Overloaded
 from loraplex.gateway.gate import EngineGate, in_flight_allowance
 from loraplex.gateway.resolve import Target
 from loraplex.gateway.routing import EngineRouter
-from loraplex.serving.registry import EngineHandle, EngineRegistry
-from tests.support.fake_driver import FakeDriver
+from loraplex.serving.registry import EngineRegistry
+from tests.support.fake_driver import fake_engine
 
 TARGET = Target(model="tiny", base_model="tiny", max_context=4096, base_source="/nowhere")
 
 
 def _gate(in_flight: int, cap: int) -> EngineGate:
     registry = EngineRegistry()
-    registry.add(
-        EngineHandle(
-            id="e",
-            name="e",
-            url="u",
-            kind="vllm",
-            base_model="tiny",
-            max_lora_rank=64,
-            gpu_slots=4,
-            host_slots=8,
-            driver=FakeDriver(),
-            healthy=True,
-            in_flight=in_flight,
-        )
-    )
+    registry.add(fake_engine(in_flight=in_flight))
     return EngineGate(
         None,
         None,
