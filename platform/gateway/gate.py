@@ -23,7 +23,8 @@ Places under the cap are shared fairly across tenants (`admission.fair_share`, w
 plan priority and requests-per-minute quota): a freed place goes to the waiting tenant
 furthest below its weighted share, and a tenant below its share goes in past the cap while
 another tenant holds more than its own, so a flood from one tenant never refuses another
-within its quota.
+within its quota. A request about to be shed is first checked against its own quota: a
+tenant over it gets its 429, not the engines' 503.
 """
 
 from __future__ import annotations
@@ -387,16 +388,17 @@ class EngineGate:
                 cap.on_engine_load(load.waiting, load.running, now, probe=probe)
             engine.in_flight_cap = cap.value
             if cap.cuts != cuts and cap.last_cut is not None:
-                _show_cut(engine, cap.cuts, cap.last_cut)
+                _show_cut(engine, cap.cuts, cap.cuts - cuts, cap.last_cut)
         ENGINE_IN_FLIGHT_CAP.labels(engine_id).set(cap.value)
 
 
-def _show_cut(engine: EngineHandle, cuts: int, cut: CapCut) -> None:
-    """Put the cap's latest cut where the engines page, the API and the metrics show it."""
+def _show_cut(engine: EngineHandle, cuts: int, new: int, cut: CapCut) -> None:
+    """Put the cap's latest cut (of `new` since the last look) where the engines page, the
+    API and the metrics show it."""
     engine.cap_cuts = cuts
     engine.cap_last_cut = f"{cut.before} -> {cut.after}: {cut.why}"
     engine.cap_last_cut_at = datetime.now(UTC)
-    ENGINE_CAP_CUTS.labels(engine.id, cut.reason).inc()
+    ENGINE_CAP_CUTS.labels(engine.id, cut.reason).inc(new)
 
 
 @dataclass(eq=False)  # compared by identity: a tenant may have several waiters
