@@ -22,6 +22,11 @@ fixed ratio.
   one until the first cut (slow start: the cap doubles each round, so a burst finds its
   level in a few rounds), then by `1 / cap` (about one per cap's worth of requests served
   in time). Only while the cap binds: an idle engine's cap does not drift up unseen.
+- **Recovery**: after a cut, while the window's median stays in the lower half of the span
+  from the idle TTFT to the target (`RECOVER_BELOW`: the engine has clear room, e.g. the
+  burst that cut it has ended), each request served in time at the cap raises it by one
+  again, as in slow start. A cap cut from 12 to 3 is back in 9 requests, not ~60; as
+  measured, the slow climb refused a light tenant 5-7 times after a 4x phase had ended.
 - **Decrease**: when the window's median is over the target, the cap is cut in proportion,
   `target / median`, keeping between `KEEP_AT_LEAST` and `KEEP_AT_MOST` of itself. Only a
   request admitted after the last cut can cut again, and a cut starts a new window, so one
@@ -47,6 +52,7 @@ IDLE_SAMPLES = 32
 WINDOW = 16  # the recent first tokens whose median is compared with the target
 KEEP_AT_MOST = 0.9  # a cut keeps at most 90% of the cap ...
 KEEP_AT_LEAST = 0.5  # ... and at least half of it
+RECOVER_BELOW = 0.5  # a median this far from idle toward the target: grow as in slow start
 DEFAULT_CEILING = 256  # no fixed cap set: the adaptive one stops here
 
 
@@ -131,7 +137,8 @@ class AdaptiveCap:
             )
             self._cut(self.limit * kept, now, "slow_first_tokens", why)
         elif at_cap and self._recent[-1] <= target:
-            step = 1.0 if self.cuts == 0 else 1.0 / self.limit
+            fast = self.cuts == 0 or self._has_clear_room(median, target)
+            step = 1.0 if fast else 1.0 / self.limit
             self.limit = min(float(self.ceiling), self.limit + step)
 
     def on_engine_load(self, waiting: float, running: float, now: float, *, probe: int) -> None:
@@ -152,6 +159,14 @@ class AdaptiveCap:
             self._cut(min(self.limit * KEEP_AT_MOST, kept), now, "engine_queue", why)
             probe = -2  # the next cut needs two more queued probes in a row
         self._queued_probe = probe
+
+    def _has_clear_room(self, median: float, target: float) -> bool:
+        """Whether a full enough window's median sits in the lower `RECOVER_BELOW` of the
+        span from the idle TTFT to the target."""
+        idle = self.idle_ttft_s if self.idle_ttft_s is not None else self.fastest_ttft_s
+        if len(self._recent) < WINDOW // 2 or idle >= target:
+            return False
+        return median <= idle + RECOVER_BELOW * (target - idle)
 
     def _allowance(self, prompt_tokens: int) -> float:
         """How much longer than an idle request's a prompt of `prompt_tokens` may take."""

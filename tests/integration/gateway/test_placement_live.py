@@ -54,6 +54,7 @@ class Watch:
     most: int = 0
     pinned_missing: int = 0
     looks: int = 0
+    misses: list[str] = field(default_factory=list)  # looks that got no list, and why
     stop: threading.Event = field(default_factory=threading.Event)
 
 
@@ -141,9 +142,16 @@ def _ask(http: httpx.Client, model: str) -> tuple[int, str]:
 
 def _watch(served: Served, few: FewEngine, pinned_name: str, watch: Watch) -> None:
     url = f"{served.url}/api/v1/engines/{few.engine_id}/adapters"
-    with httpx.Client(headers=served.operator(), timeout=10) as http:
+    with httpx.Client(headers=served.operator(), timeout=30) as http:
         while not watch.stop.is_set():
-            names = [a["name"] for a in http.get(url).json()["adapters"]]
+            try:  # a slow or failed look is recorded, not allowed to end the watch
+                response = http.get(url)
+                response.raise_for_status()
+                names = [a["name"] for a in response.json()["adapters"]]
+            except httpx.HTTPError as error:
+                watch.misses.append(repr(error))
+                time.sleep(0.1)
+                continue
             watch.looks += 1
             watch.most = max(watch.most, len(names))
             watch.pinned_missing += pinned_name not in names

@@ -50,6 +50,25 @@ def test_after_a_cut_the_cap_grows_by_about_one_per_cap_served() -> None:
     assert cap.value == 3
 
 
+def test_after_a_cut_a_cap_with_clear_room_recovers_as_in_slow_start() -> None:
+    cap = AdaptiveCap(seed=12)
+    _idle(cap, IDLE)
+    _slow(cap, 8, admitted_at=0.0)
+    _slow(cap, 8, admitted_at=1.0)  # a 4x burst: 12 -> 6 -> 3
+    assert cap.cuts == 2 and cap.value == 3
+    near_idle = 1.1 * IDLE  # the burst is over: first tokens as fast as on an idle engine
+    _served(cap, near_idle, 8 + 9, start=2.0)  # a half window to trust its median, then 9
+    assert cap.value >= 12
+    # The same requests at the target's edge: the engine has no clear room, so it climbs
+    # by about one per cap's worth and is still far from where it was.
+    edge = AdaptiveCap(seed=12)
+    _idle(edge, IDLE)
+    _slow(edge, 8, admitted_at=0.0)
+    _slow(edge, 8, admitted_at=1.0)
+    _served(edge, 0.95 * TARGET, 8 + 9, start=2.0)
+    assert edge.value <= 6
+
+
 def test_requests_below_the_cap_do_not_raise_it() -> None:
     cap = AdaptiveCap(seed=4)
     _idle(cap, 0.05)
