@@ -56,6 +56,7 @@ class Watch:
     looks: int = 0
     misses: list[str] = field(default_factory=list)  # looks that got no list, and why
     stop: threading.Event = field(default_factory=threading.Event)
+    first: threading.Event = field(default_factory=threading.Event)  # one look was made
 
 
 @pytest.fixture
@@ -152,6 +153,8 @@ def _watch(served: Served, few: FewEngine, pinned_name: str, watch: Watch) -> No
                 watch.misses.append(repr(error))
                 time.sleep(0.1)
                 continue
+            finally:
+                watch.first.set()
             watch.looks += 1
             watch.most = max(watch.most, len(names))
             watch.pinned_missing += pinned_name not in names
@@ -173,10 +176,13 @@ def test_more_adapters_than_host_slots_serve_correctly_with_a_pinned_one_kept(
         pinned_engine_name = "lpx-" + pinned_version.replace("-", "")
         watch = Watch()
         watcher = threading.Thread(
-            target=_watch, args=(served, few_engine, pinned_engine_name, watch)
+            target=_watch, args=(served, few_engine, pinned_engine_name, watch), daemon=True
         )
         watcher.start()
         try:
+            # In one CI run every request below ended before the watcher's first look (a
+            # busy machine starved its thread): the requests start once it has looked.
+            assert watch.first.wait(60), "the watcher never got an answer to its first look"
             order = names * 2 + random.Random(5).choices(names, k=12)
             answers = [(name, _ask(http, name)) for name in order]
             with ThreadPoolExecutor(3) as pool:
