@@ -27,7 +27,7 @@ from loraplex.web import admin_reads, reads
 from loraplex.web.audit import TYPED_FILTERS, audit_page
 from loraplex.web.forms import convert, number
 from loraplex.web.paging import PageAsked, page_number
-from loraplex.web.replica import fmt_ms, replica_stats
+from loraplex.web.replica import fmt_ms, replica_stats, tenant_refusals
 from loraplex.web.session import Viewer
 
 RECENT_CHANGES = 10  # the dashboard's audit excerpt; the audit page has the rest
@@ -183,6 +183,7 @@ async def _tenant(session: AsyncSession, tenant_id: UUID, saved: str = "") -> Te
         "fields": QUOTA_FIELDS,
         "plans": [plan.name for plan, _ in await reads.plans_with_tenants(session)],
         "saved": saved,
+        "refusals": tenant_refusals(tenant_id),
     }
     return Template("admin/tenant.html", context=context)
 

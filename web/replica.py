@@ -8,10 +8,12 @@ import math
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
+from uuid import UUID
 
 from prometheus_client import REGISTRY, CollectorRegistry
 from prometheus_client.metrics_core import Metric
 
+from loraplex.observability.metrics import REJECTION_REASONS
 from loraplex.observability.quantiles import Buckets, quantile
 
 TIERS = ("active", "loaded", "disk", "cold")  # cache hits, best first; cold is a miss
@@ -56,6 +58,37 @@ def replica_stats(registry: CollectorRegistry = REGISTRY) -> ReplicaStats:
         stream_aborts=_sum_by(families.get("loraplex_stream_aborts"), "reason"),
         rejections=_sum_by(families.get("loraplex_admission_rejections"), "reason"),
     )
+
+
+@dataclass(frozen=True)
+class RefusalCount:
+    """One reason a tenant's requests were refused, and how often, since this process started."""
+
+    reason: str  # the `reason` label of loraplex_admission_rejections
+    status: int | None  # what the client got: 429 or 503 (None: a reason this UI does not know)
+    meaning: str
+    count: int
+
+
+def tenant_refusals(
+    tenant_id: UUID | str, registry: CollectorRegistry = REGISTRY
+) -> list[RefusalCount]:
+    """This process's admission refusals of one tenant by reason, most frequent first.
+
+    Only tenants with a metric label of their own show here (`TenantLabeler`: by default
+    the first 100 a process sees; the rest share "other"). Across replicas, Prometheus has
+    the totals.
+    """
+    family = {f.name: f for f in registry.collect()}.get("loraplex_admission_rejections")
+    counts: Counter[str] = Counter()
+    for labels, value in _samples(family, "_total"):
+        if labels.get("tenant") == str(tenant_id) and value:
+            counts[labels.get("reason", "")] += int(value)
+    rows = []
+    for reason, count in counts.most_common():
+        status, meaning = REJECTION_REASONS.get(reason, (None, reason))
+        rows.append(RefusalCount(reason, status, meaning, count))
+    return rows
 
 
 def _samples(family: Metric | None, suffix: str) -> Iterable[tuple[dict[str, str], float]]:

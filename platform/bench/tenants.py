@@ -9,6 +9,12 @@ import httpx
 
 def tenant_key(url: str, operator_key: str, *, plan: str = "pro", **limits: int) -> str:
     """Create a tenant on `plan` with quota `limits` overridden; return its inference API key."""
+    return new_tenant(url, operator_key, plan=plan, **limits)[1]
+
+
+def new_tenant(url: str, operator_key: str, *, plan: str = "pro", **limits: int) -> tuple[str, str]:
+    """Create a tenant on `plan` with quota `limits` overridden; return its id and an
+    inference API key."""
     ops = {"Authorization": f"Bearer {operator_key}"}
     slug = f"t-{secrets.token_hex(4)}"
     created = httpx.post(
@@ -26,4 +32,4 @@ def tenant_key(url: str, operator_key: str, *, plan: str = "pro", **limits: int)
         headers=ops,
     )
     key.raise_for_status()
-    return str(key.json()["key"])
+    return str(tenant_id), str(key.json()["key"])

@@ -90,6 +90,18 @@ ADMISSION_REJECTIONS = Counter(
     "Requests refused at admission, by reason (e.g. rpm, tpm, concurrency, overload).",
     ["reason", "tenant"],
 )
+# Each `reason` of ADMISSION_REJECTIONS: the status the client got, and why, for the admin UI.
+REJECTION_REASONS: dict[str, tuple[int, str]] = {
+    "rpm": (429, "over its requests per minute"),
+    "tpm": (429, "over its tokens per minute"),
+    "daily_tokens": (429, "its daily tokens used up"),
+    "concurrency": (429, "at its limit of requests in flight"),
+    "streams": (429, "at its limit of open streams"),
+    "too_large": (429, "one request larger than its tokens per minute"),
+    "engine_concurrency": (503, "shed for load: the engines at their in-flight cap"),
+    "overload": (503, "shed for load: estimated time to first token over the SLO"),
+    "limiter_unavailable": (503, "the quota store (Redis) did not answer"),
+}
 ADAPTER_LOADS = Counter(
     "loraplex_adapter_loads",
     "Adapter loads into a tier (disk | loaded | active), by result (ok | failed).",

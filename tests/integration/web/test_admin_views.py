@@ -7,10 +7,13 @@ import re
 import secrets
 from typing import Any
 
+import httpx
 import pytest
 from playwright.async_api import Browser, Page, expect
 
+from loraplex.bench.tenants import new_tenant
 from tests.conftest import Api
+from tests.integration.conftest import Served
 from tests.integration.web.conftest import PASSWORD, needs_chromium, sign_in, sign_in_page
 from tests.support.adapter_api import ensure_tiny_base
 from tests.support.screens import screenshot_both
@@ -302,3 +305,23 @@ async def test_an_operator_searches_tenants_and_filters_the_audit_log_in_chromiu
     await expect(entries).to_have_count(1)
     assert await _fits(page)
     await screenshot_both(page, "admin-audit")
+
+
+@pytest.mark.engine
+async def test_a_tenants_page_shows_its_refused_requests_by_status_and_reason(
+    served: Served, operator_user: Any
+) -> None:
+    tenant_id, key = new_tenant(served.url, served.operator_key, requests_per_minute=1)
+    body = {"model": served.base, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 1}
+    async with httpx.AsyncClient(base_url=served.url, timeout=60) as client:
+        statuses = [
+            (await client.post("/v1/chat/completions", json=body, headers={"Authorization": f"Bearer {key}"})).status_code
+            for _ in range(3)
+        ]  # fmt: skip
+        assert statuses == [200, 429, 429]
+        await sign_in(client, operator_user.email, operator_user.password)
+        page = (await client.get(f"/admin/tenants/{tenant_id}")).text
+
+    [row] = re.findall(r'<tr data-reason="rpm">(.*?)</tr>', page, re.S)
+    assert "429" in row and "over its requests per minute" in row
+    assert re.search(r"<td data-count>2</td>", row)

@@ -6,7 +6,9 @@ import math
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
-from loraplex.web.replica import replica_stats
+from loraplex.gateway.admission.refusals import REASONS
+from loraplex.observability.metrics import REJECTION_REASONS
+from loraplex.web.replica import replica_stats, tenant_refusals
 
 
 def test_totals_quantiles_and_hit_ratios_come_from_the_registry() -> None:
@@ -38,3 +40,27 @@ def test_a_fresh_process_shows_no_figures_rather_than_zeros() -> None:
     stats = replica_stats(CollectorRegistry())
     assert stats.requests == 0 and math.isnan(stats.ttft_p50_ms)
     assert set(stats.hit_ratio.values()) == {0.0}
+
+
+def test_a_tenants_refusals_are_its_own_by_reason_with_the_status_its_client_got() -> None:
+    registry = CollectorRegistry()
+    rejections = Counter(
+        "loraplex_admission_rejections", "", ["reason", "tenant"], registry=registry
+    )
+    rejections.labels("rpm", "t1").inc(3)
+    rejections.labels("engine_concurrency", "t1").inc(5)
+    rejections.labels("rpm", "t2").inc(7)  # another tenant's
+    rejections.labels("something_new", "t1").inc()
+
+    rows = tenant_refusals("t1", registry)
+
+    assert [(r.reason, r.status, r.count) for r in rows] == [
+        ("engine_concurrency", 503, 5),
+        ("rpm", 429, 3),
+        ("something_new", None, 1),  # a reason the UI does not know still shows, by its name
+    ]
+    assert tenant_refusals("t3", registry) == []
+
+
+def test_every_quota_refusal_reason_has_a_status_and_a_meaning() -> None:
+    assert set(REASONS.values()) <= set(REJECTION_REASONS)
