@@ -115,8 +115,22 @@ class EngineGate:
     def shed_if_saturated(self, target: Target, priority: int, tenant_id: UUID) -> None:
         """503 + Retry-After when every candidate engine is at the in-flight cap for `priority`
         and the tenant has no fair share left to claim past it."""
-        if self._saturated(target, priority) and not self._may_borrow(target, tenant_id):
-            raise Overloaded("1")
+        if not self._saturated(target, priority) or self._may_borrow(target, tenant_id):
+            return
+        if self._raise_a_cap_with_room(target) and not self._saturated(target, priority):
+            return
+        raise Overloaded("1")
+
+    def _raise_a_cap_with_room(self, target: Target) -> bool:
+        """Raise the cap of one of `target`'s engines that has clear room (its median TTFT
+        near idle) by one, rather than shed a request at it; whether one was raised."""
+        for engine in self.router.ordered(target):
+            cap = self.caps.get(engine.id)
+            if cap is not None and cap.raise_for_room():
+                engine.in_flight_cap = cap.value
+                ENGINE_IN_FLIGHT_CAP.labels(engine.id).set(cap.value)
+                return True
+        return False
 
     async def wait_for_room(self, target: Target, priority: int, tenant_id: UUID) -> None:
         """Return once `target` is under the cap for `priority` (or the tenant is below its

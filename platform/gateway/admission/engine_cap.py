@@ -27,6 +27,10 @@ fixed ratio.
   burst that cut it has ended), each request served in time at the cap raises it by one
   again, as in slow start. A cap cut from 12 to 3 is back in 9 requests, not ~60; as
   measured, the slow climb refused a light tenant 5-7 times after a 4x phase had ended.
+  And a request about to be shed at a cap with clear room raises it by one instead
+  (`raise_for_room`), at most once per first token seen, so a rare burst of a light
+  tenant is not refused by a cap left low: growth on served requests needs the cap to
+  bind, which a light load seldom does.
 - **Decrease**: when the window's median is over the target, the cap is cut in proportion,
   `target / median`, keeping between `KEEP_AT_LEAST` and `KEEP_AT_MOST` of itself. Only a
   request admitted after the last cut can cut again, and a cut starts a new window, so one
@@ -85,6 +89,7 @@ class AdaptiveCap:
     last_cut_at: float = field(default=-math.inf, init=False)
     last_cut: CapCut | None = field(default=None, init=False)
     cuts: int = field(default=0, init=False)
+    _raised_for_room: bool = field(default=False, init=False, repr=False)  # since a first token
 
     def __post_init__(self) -> None:
         self.ceiling = max(1, self.ceiling)
@@ -124,6 +129,7 @@ class AdaptiveCap:
         bound then, so meeting the target says the cap could be higher.
         """
         self._learn_idle(ttft_s, idle, prompt_tokens)
+        self._raised_for_room = False
         target = self.target_s()
         if target is None or admitted_at <= self.last_cut_at:
             return  # admitted under the cap before the last cut: already acted on
@@ -140,6 +146,18 @@ class AdaptiveCap:
             fast = self.cuts == 0 or self._has_clear_room(median, target)
             step = 1.0 if fast else 1.0 / self.limit
             self.limit = min(float(self.ceiling), self.limit + step)
+
+    def raise_for_room(self) -> bool:
+        """A request is about to be shed at this cap: raise the cap by one instead, if the
+        engine has clear room and no such raise since the last first token; whether it did."""
+        target = self.target_s()
+        if self._raised_for_room or target is None or self.value >= self.ceiling:
+            return False
+        if not self._recent or not self._has_clear_room(statistics.median(self._recent), target):
+            return False
+        self.limit = min(float(self.ceiling), self.limit + 1.0)
+        self._raised_for_room = True
+        return True
 
     def on_engine_load(self, waiting: float, running: float, now: float, *, probe: int) -> None:
         """One probe of the engine's own queue: `waiting` requests not started, `running`.

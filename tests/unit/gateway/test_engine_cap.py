@@ -69,6 +69,27 @@ def test_after_a_cut_a_cap_with_clear_room_recovers_as_in_slow_start() -> None:
     assert edge.value <= 6
 
 
+def test_a_request_about_to_be_shed_raises_a_cap_with_clear_room_once_per_first_token() -> None:
+    cap = AdaptiveCap(seed=8)
+    _idle(cap, IDLE)
+    _slow(cap, 8, admitted_at=0.0)  # 8 -> 4
+    assert not cap.raise_for_room()  # no window since the cut: nothing to go by
+    _served(cap, 1.1 * IDLE, 8, start=2.0)
+    grown = cap.value
+    assert cap.raise_for_room() and cap.value == grown + 1
+    assert not cap.raise_for_room()  # the next raise waits for a first token
+    _served(cap, 1.1 * IDLE, 1, start=5.0)
+    assert cap.raise_for_room()
+
+
+def test_a_cap_whose_median_is_near_its_target_is_not_raised_for_a_request_at_it() -> None:
+    cap = AdaptiveCap(seed=8)
+    _idle(cap, IDLE)
+    _slow(cap, 8, admitted_at=0.0)
+    _served(cap, 0.9 * TARGET, 8, start=2.0)
+    assert not cap.raise_for_room()
+
+
 def test_requests_below_the_cap_do_not_raise_it() -> None:
     cap = AdaptiveCap(seed=4)
     _idle(cap, 0.05)

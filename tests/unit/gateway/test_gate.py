@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 import pytest
 from prometheus_client import REGISTRY
 
+from loraplex.gateway.admission.engine_cap import AdaptiveCap
 from loraplex.gateway.admission.errors import Overloaded
 from loraplex.gateway.gate import EngineGate, in_flight_allowance
 from loraplex.gateway.resolve import Target
@@ -328,3 +329,34 @@ def test_at_the_cap_a_tenant_below_its_share_waits_for_the_next_place_a_heavy_on
         return x_shed, still_waiting
 
     assert asyncio.run(scenario()) == (True, True)
+
+
+def test_a_request_at_a_cap_left_low_with_clear_room_raises_it_instead_of_being_shed() -> None:
+    gate = _gate(in_flight=0, cap=0)
+    gate.adaptive = True
+    engine = gate.router.registry.get("e")
+    assert engine is not None
+    cap = gate.caps.setdefault("e", AdaptiveCap(seed=4))
+    cap.on_first_token(0.05, admitted_at=0.0, idle=True, at_cap=False, now=0.05)
+    for i in range(8):  # a burst cut the cap: 4 -> 2
+        cap.on_first_token(0.5, admitted_at=1.0 + i / 100, idle=False, at_cap=True, now=2.0)
+    for i in range(8):  # then first tokens as fast as on an idle engine, the cap not binding
+        cap.on_first_token(0.05, admitted_at=3.0 + i, idle=False, at_cap=False, now=3.1 + i)
+    assert cap.value == 2
+    args = dict(stream=True, target=TARGET, prompt_tokens=1, max_tokens=1)
+    tenant = uuid.uuid4()
+
+    async def scenario() -> list[str]:
+        seen = []
+        for i in range(4):  # one tenant, alone, sends a burst of four
+            try:
+                await gate.admit(tenant, {"priority": 1}, f"r{i}", **args)  # type: ignore[arg-type]
+                seen.append("in")
+            except Overloaded:
+                seen.append("shed")
+        return seen
+
+    # Two fill the cap; the third raises it (3), the fourth waits for a first token to
+    # show the engine still has room, and without one it is shed.
+    assert asyncio.run(scenario()) == ["in", "in", "in", "shed"]
+    assert engine.in_flight_cap == 3
