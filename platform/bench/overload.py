@@ -34,6 +34,7 @@ import httpx
 
 from loraplex.bench.api import operator_key
 from loraplex.bench.gateway import KIND_OPTION, _setup
+from loraplex.bench.proc_cpu import cpu_between, cpu_seconds
 from loraplex.bench.server import api_process, without_shedding
 from loraplex.bench.steal import CpuTimes, steal_share
 from loraplex.bench.tenants import tenant_key
@@ -72,6 +73,11 @@ class Outcome:
     refused: dict[str, int] = field(default_factory=dict)  # "503 overloaded" -> how many
     failed: int = 0
     steal: float = float("nan")  # share of the machine's CPU the hypervisor took meanwhile
+    elapsed: float = 0.0  # wall seconds from the first request to the last one's end
+
+    def arrived(self) -> int:
+        """Requests sent: completed, refused or failed."""
+        return len(self.ttfts) + sum(self.refused.values()) + self.failed
 
     def refused_with(self, status: int) -> int:
         """Requests refused with HTTP `status`, whatever the code."""
@@ -187,6 +193,7 @@ async def open_loop(
             )
             next_at += rng.expovariate(rate)
         await asyncio.gather(*tasks)
+        out.elapsed = time.perf_counter() - started
     out.steal = steal_share(before, CpuTimes.now())
     return out
 
@@ -267,7 +274,7 @@ def _measure(
     # The dev model's partial characters would stall streams at random (bench gateway).
     bias = steady_stream_bias(Path(info.model_dir))
     # The TTFT-estimate shedding is off in both: the cap (or nothing) is what is compared.
-    with api_process(without_shedding(settings).to_env()) as (off_url, _):
+    with api_process(without_shedding(settings).to_env()) as (off_url, off_pid):
         _setup(off_url, operator, engine, info.served_model)
         # The load comes from a normal-priority (pro) tenant whose quotas are lifted: the
         # engine cap applies to it exactly (enterprise may use 1.2x), and no 429 mixes in.
@@ -294,27 +301,31 @@ def _measure(
             engine_max_in_flight=streams if fixed_cap else 0,
             engine_adaptive_cap=not fixed_cap,
         )
-        with api_process(admission_on.to_env()) as (on_url, _):
+        with api_process(admission_on.to_env()) as (on_url, on_pid):
             # A process's first requests pay for its cold caches and connections; the "off"
             # process paid during the capacity search, this one pays here, unmeasured.
             asyncio.run(
                 closed_loop(on_url, key, WARM_UP_STREAMS, WARM_UP_S, max_tokens, logit_bias=bias)
             )
+            cuts = 0
             for factor in (0.5, 1.0, 2.0, 4.0):
-                for mode, url in (("off", off_url), ("on", on_url)):
+                for mode, url, pid in (("off", off_url, off_pid), ("on", on_url, on_pid)):
+                    api_cpu = cpu_seconds(pid)
                     out = asyncio.run(
                         open_loop(url, key, factor * rate, seconds, max_tokens, logit_bias=bias)
                     )
-                    rows.append(
-                        {
-                            **_row(f"{factor}x", out, slo_ms),
-                            "admission": mode,
-                            "cap": _engine_cap(url, operator, engine.url) if mode == "on" else None,
-                            "offered": factor * rate,
-                            "goodput_vs_capacity": out.goodput(slo_ms) / rate,
-                            "p99_vs_unloaded": out.p(0.99) / unloaded.p(0.99),
-                        }
-                    )
+                    row = {
+                        **_row(f"{factor}x", out, slo_ms),
+                        "admission": mode,
+                        "offered": factor * rate,
+                        "goodput_vs_capacity": out.goodput(slo_ms) / rate,
+                        "p99_vs_unloaded": out.p(0.99) / unloaded.p(0.99),
+                        **_api_cpu(out, cpu_between(api_cpu, cpu_seconds(pid))),
+                    }
+                    if mode == "on":
+                        row.update(_cap_state(url, operator, engine.url, cuts))
+                        cuts = row["cap_cuts_total"]
+                    rows.append(row)
             rows.extend(
                 _noisy_neighbour(
                     on_url, operator, seconds, max_tokens, rate, slo_ms, bias, engine.url
@@ -364,14 +375,27 @@ def _slo_capacity(
     return best or closest
 
 
-def _engine_cap(url: str, operator: str, engine_url: str) -> int | None:
-    """The in-flight cap the API process at `url` holds for the engine now."""
+def _cap_state(url: str, operator: str, engine_url: str, cuts_before: int = 0) -> dict:
+    """The in-flight cap the API process at `url` holds for the engine now, how many times
+    it was cut since `cuts_before` was read, and the last cut with its reason."""
     ops = {"Authorization": f"Bearer {operator}"}
     rows = httpx.get(f"{url}/api/v1/engines", params={"page_size": 100}, headers=ops).json()
-    for row in rows["items"]:
-        if row["url"] == engine_url and row.get("live"):
-            return row["live"].get("in_flight_cap")
-    return None
+    live = next((r["live"] for r in rows["items"] if r["url"] == engine_url and r.get("live")), {})
+    cuts = live.get("in_flight_cap_cuts") or 0
+    return {
+        "cap": live.get("in_flight_cap"),
+        "cap_cuts": cuts - cuts_before,
+        "cap_cuts_total": cuts,
+        "cap_last_cut": live.get("in_flight_cap_last_cut"),
+    }
+
+
+def _api_cpu(out: Outcome, cpu_s: float) -> dict:
+    """The API process's CPU over a level: cores busy, and milliseconds per request offered."""
+    return {
+        "api_cpu_cores": cpu_s / out.elapsed if out.elapsed > 0 else float("nan"),
+        "api_cpu_ms_per_request": 1000 * cpu_s / max(1, out.arrived()),
+    }
 
 
 def _row(level: str, out: Outcome, slo_ms: float) -> dict:
@@ -417,10 +441,16 @@ def _noisy_neighbour(
         )
 
     noisy_a, with_a = asyncio.run(both())
-    cap = _engine_cap(url, operator, engine_url)
+    state = _cap_state(url, operator, engine_url)
+    cap = state["cap"]
     return [
         {**_row("noisy-neighbour", alone, slo_ms), "tenant": "B alone"},
-        {**_row("noisy-neighbour", noisy_a, slo_ms), "tenant": "A (5x quota)", "cap": cap},
+        {
+            **_row("noisy-neighbour", noisy_a, slo_ms),
+            "tenant": "A (5x quota)",
+            "cap": cap,
+            "cap_last_cut": state["cap_last_cut"],
+        },
         {
             **_row("noisy-neighbour", with_a, slo_ms),
             "tenant": "B with A",
@@ -433,7 +463,8 @@ def _noisy_neighbour(
 def _print(rows: list[dict]) -> None:
     click.echo(
         f"{'load':>16} {'admission':>9} {'offered/s':>9} {'goodput/s':>9} {'vs cap':>6} "
-        f"{'done/s':>6} {'p99 TTFT ms':>11} {'vs unloaded':>11} {'cap':>4} {'steal':>5} refused"
+        f"{'done/s':>6} {'p99 TTFT ms':>11} {'vs unloaded':>11} {'cap':>4} {'cuts':>4} "
+        f"{'api cpu':>7} {'ms/req':>6} {'steal':>5} refused"
     )
     for r in rows:
         click.echo(
@@ -443,7 +474,14 @@ def _print(rows: list[dict]) -> None:
             f"{r.get('goodput_vs_capacity', float('nan')):6.2f} {r['done']:6.2f} "
             f"{r['p99_ms']:11.0f} "
             f"{r.get('p99_vs_unloaded', r.get('p99_vs_alone', float('nan'))):11.2f} "
-            f"{r.get('cap') or '':>4} "
+            f"{r.get('cap') or '':>4} {r.get('cap_cuts', ''):>4} "
+            f"{r.get('api_cpu_cores', float('nan')):7.2f} "
+            f"{r.get('api_cpu_ms_per_request', float('nan')):6.1f} "
             f"{r['steal']:5.1%} "
             f"{r['refused'] or ''}"
         )
+    for r in rows:  # why the cap fell, where it was cut
+        if r.get("cap_cuts") or (r.get("cap_last_cut") and "tenant" in r):
+            click.echo(
+                f"{r['level']} {r.get('tenant', '')}: the cap's last cut {r['cap_last_cut']}"
+            )
