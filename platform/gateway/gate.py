@@ -410,7 +410,7 @@ def _show_cut(engine: EngineHandle, cuts: int, new: int, cut: CapCut) -> None:
     """Put the cap's latest cut (of `new` since the last look) where the engines page, the
     API and the metrics show it."""
     engine.cap_cuts = cuts
-    engine.cap_last_cut = f"{cut.before} -> {cut.after}: {cut.why}"
+    engine.cap_last_cut = f"{cut.before:g} -> {cut.after:g}: {cut.why}"
     engine.cap_last_cut_at = datetime.now(UTC)
     ENGINE_CAP_CUTS.labels(engine.id, cut.reason).inc(new)
 

@@ -65,8 +65,8 @@ class CapCut:
     """Why the cap last fell, for the engines page and the metrics."""
 
     reason: str  # "slow_first_tokens" | "engine_queue"
-    before: int
-    after: int
+    before: float  # the cap's exact level, to a tenth: a cut from 6.9 to 6.2 is shown as one
+    after: float
     why: str  # one sentence with the figures behind it
 
 
@@ -201,8 +201,8 @@ class AdaptiveCap:
         self.idle_prompt_tokens = statistics.fmean(p for _, p in self._idle)
 
     def _cut(self, to: float, now: float, reason: str, why: str) -> None:
-        before = self.value
+        before = self.limit
         self.limit = max(float(self.floor), to)
         self.last_cut_at, self.cuts = now, self.cuts + 1
-        self.last_cut = CapCut(reason, before, self.value, why)
+        self.last_cut = CapCut(reason, round(before, 1), round(self.limit, 1), why)
         self._recent.clear()  # the next cut waits for requests admitted under this cap
