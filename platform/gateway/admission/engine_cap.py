@@ -25,7 +25,7 @@ fixed ratio.
 - **Recovery**: after a cut, while the window's median stays in the lower half of the span
   from the idle TTFT to the target (`RECOVER_BELOW`: the engine has clear room, e.g. the
   burst that cut it has ended), each request served in time at the cap raises it by one
-  again, as in slow start. A cap cut from 12 to 3 is back in 9 requests, not ~60; as
+  again, as in slow start. A cap cut from 12 to 3 is back in 8 + 9 requests, not ~60; as
   measured, the slow climb refused a light tenant 5-7 times after a 4x phase had ended.
   And a request about to be shed at a cap with clear room raises it by one instead
   (`raise_for_room`), at most once per first token seen, so a rare burst of a light
