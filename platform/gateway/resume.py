@@ -77,6 +77,9 @@ class ResumableStreams:
                 for event in batch:
                     entry += 1
                     pipeline.xadd(key, {"e": event}, id=f"{entry}-0")
+                # The owner record lives as long as the events: a generation longer than
+                # its first TTL stays resumable by its tenant.
+                pipeline.pexpire(f"{key}:tenant", ttl_ms)
                 await pipeline.pexpire(key, ttl_ms).execute()
             await self.redis.xadd(key, {"e": b"", "end": b"1"}, id=f"{entry + 1}-0")
             copied = True

@@ -1,9 +1,10 @@
-"""An abandoned resumable stream stops its engine side, against the real Redis and the
-embedded mode's in-process stand-in (no engine)."""
+"""Resumable streams' lifetimes: an abandoned one stops its engine side, a long one stays
+resumable; against the real Redis and the embedded mode's in-process stand-in (no engine)."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
 from collections.abc import AsyncIterator
 
@@ -52,4 +53,44 @@ async def test_nobody_reading_for_the_window_cancels_the_engine_side(redis: Redi
         await asyncio.wait_for(writer, timeout=5.0)  # and the copy into Redis ends too
         assert engine.cancelled()
     finally:
+        await redis.delete(f"lpx:sse:{completion_id}", f"lpx:sse:{completion_id}:tenant")
+
+
+async def test_a_generation_longer_than_its_first_ttl_stays_resumable(redis: Redis) -> None:
+    # The owner record is first kept for 3 windows (0.9 s here); a reader follows the stream
+    # for longer than that, drops, and resumes: the tenant still finds its stream.
+    streams = ResumableStreams(redis, window_s=0.3, heartbeat_s=0.1)
+    completion_id, tenant = f"cmpl-{uuid.uuid4().hex}", uuid.uuid4()
+    buffer = StreamBuffer(max_bytes=1 << 20)
+
+    async def engine_side() -> None:
+        try:
+            while True:
+                buffer.push("token ")
+                await asyncio.sleep(0.02)
+        finally:
+            buffer.fail("aborted", "the request was cancelled")
+
+    async def follow(events: AsyncIterator[bytes], seconds: float) -> None:
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(seconds):
+                async for _ in events:
+                    pass
+
+    engine = writer = None
+    try:
+        await streams.open(completion_id, tenant)
+        engine = asyncio.create_task(engine_side())
+        events = encode_events(ChunkEncoder(completion_id, "m", "chat"), buffer, False, None)
+        writer = asyncio.create_task(streams.write(completion_id, events, engine))
+        first = await streams.read(completion_id, tenant, None)
+        await follow(first, 1.5)
+        await first.aclose()
+        again = await streams.read(completion_id, tenant, None)  # NotFound before the fix
+        await again.aclose()
+    finally:
+        for task in (engine, writer):
+            if task is not None:
+                task.cancel()
+        await asyncio.gather(*(t for t in (engine, writer) if t), return_exceptions=True)
         await redis.delete(f"lpx:sse:{completion_id}", f"lpx:sse:{completion_id}:tenant")
