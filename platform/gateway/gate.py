@@ -127,8 +127,7 @@ class EngineGate:
         for engine in self.router.ordered(target):
             cap = self.caps.get(engine.id)
             if cap is not None and cap.raise_for_room():
-                engine.in_flight_cap = cap.value
-                ENGINE_IN_FLIGHT_CAP.labels(engine.id).set(cap.value)
+                _publish_cap(engine.id, cap, engine)
                 return True
         return False
 
@@ -178,7 +177,7 @@ class EngineGate:
             cap = self.caps[engine.id] = AdaptiveCap(
                 seed=max(self.parallelism, engine.gpu_slots), ceiling=ceiling, slo_s=self.ttft_slo_s
             )
-            engine.in_flight_cap = cap.value
+            _publish_cap(engine.id, cap, engine)
         return cap.value
 
     def _places(self, target: Target, priority: int) -> float:
@@ -400,10 +399,17 @@ class EngineGate:
             if load is not None and probe != self._probes.get(engine_id):
                 self._probes[engine_id] = probe
                 cap.on_engine_load(load.waiting, load.running, now, probe=probe)
-            engine.in_flight_cap = cap.value
             if cap.cuts != cuts and cap.last_cut is not None:
                 _show_cut(engine, cap.cuts, cap.cuts - cuts, cap.last_cut)
-        ENGINE_IN_FLIGHT_CAP.labels(engine_id).set(cap.value)
+        _publish_cap(engine_id, cap, engine)
+
+
+def _publish_cap(engine_id: str, cap: AdaptiveCap, engine: EngineHandle | None) -> None:
+    """Put an engine's cap where the engines page (its handle, when registered here) and
+    the metrics read it."""
+    if engine is not None:
+        engine.in_flight_cap = cap.value
+    ENGINE_IN_FLIGHT_CAP.labels(engine_id).set(cap.value)
 
 
 def _show_cut(engine: EngineHandle, cuts: int, new: int, cut: CapCut) -> None:
