@@ -411,6 +411,7 @@ def _row(level: str, out: Outcome, slo_ms: float) -> dict:
         "level": level,
         "goodput": out.goodput(slo_ms),
         "done": out.done(),
+        "p50_ms": out.p(0.5),
         "p99_ms": out.p(0.99),
         "refused": out.refused,
         "failed": out.failed,
@@ -471,8 +472,8 @@ def _noisy_neighbour(
 def _print(rows: list[dict]) -> None:
     click.echo(
         f"{'load':>16} {'admission':>9} {'offered/s':>9} {'goodput/s':>9} {'vs cap':>6} "
-        f"{'done/s':>6} {'p99 TTFT ms':>11} {'vs unloaded':>11} {'cap':>4} {'cuts':>4} "
-        f"{'api cpu':>7} {'ms/req':>6} {'steal':>5} refused"
+        f"{'done/s':>6} {'p50 ms':>6} {'p99 TTFT ms':>11} {'vs unloaded':>11} "
+        f"{'cap':>4} {'cuts':>4} {'api cpu':>7} {'ms/req':>6} {'steal':>5} refused"
     )
     for r in rows:
         click.echo(
@@ -480,7 +481,7 @@ def _print(rows: list[dict]) -> None:
             f"{r.get('admission', ''):>9} "
             f"{r.get('offered', float('nan')):9.2f} {r['goodput']:9.2f} "
             f"{r.get('goodput_vs_capacity', float('nan')):6.2f} {r['done']:6.2f} "
-            f"{r['p99_ms']:11.0f} "
+            f"{r['p50_ms']:6.0f} {r['p99_ms']:11.0f} "
             f"{r.get('p99_vs_unloaded', r.get('p99_vs_alone', float('nan'))):11.2f} "
             f"{r.get('cap') or '':>4} {r.get('cap_cuts', ''):>4} "
             f"{r.get('api_cpu_cores', float('nan')):7.2f} "
