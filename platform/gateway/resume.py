@@ -32,6 +32,21 @@ END = b"end"
 PRESENCE_CHECK_S = 1.0
 
 
+def raise_if_cancelled() -> None:
+    """End a loop whose task was cancelled while a Redis call was finishing.
+
+    On Python 3.11, `asyncio.wait_for` (which redis-py's async client awaits inside its
+    calls) returns the result instead of raising when the cancellation lands as the call
+    completes, and the call's caller goes on. A resume reader of a live stream finishes an
+    XREAD every few milliseconds, so a disconnected client's reader kept following (and
+    kept the stream marked as read, so it was never aborted) in most tries. The task still
+    counts the cancellation as requested; this raises it.
+    """
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError
+
+
 def _key(completion_id: str) -> str:
     return f"lpx:sse:{completion_id}"
 
@@ -125,6 +140,7 @@ class ResumableStreams:
                 found = await self.redis.xread(
                     {key: after}, block=int(self.heartbeat_s * 1000), count=256
                 )
+            raise_if_cancelled()
             if not found:
                 if not await self.redis.exists(key):
                     return  # aborted (nobody read in time) or expired: nothing more will come
@@ -151,6 +167,7 @@ class ResumableStreams:
                 except Exception as exc:  # Redis blinked: look again at the next check
                     log.warning("presence check of %s failed: %s", completion_id, exc)
                     continue
+                raise_if_cancelled()
                 if abandoned:
                     log.info(
                         "nobody resumed %s within %.0fs; aborting", completion_id, self.window_s
