@@ -3,9 +3,12 @@ with admission control on and off, plus a noisy-neighbour run — all in one run
 
 Capacity is measured first: a closed loop at the engine's best concurrency, found by a
 search and then measured again on its own, so the search's luckiest level does not inflate
-it. Then an open-loop Poisson load at each multiple is offered to two API processes on the
-same engine: one caps what runs on the engine and sheds past it (admission on), one admits
-everything (off).
+it; then, from that closed loop's rate, the highest open-loop (Poisson) rate whose p99 TTFT
+holds the SLO, in steps of 1.25x. That open-loop rate's goodput is the capacity: the levels
+offer Poisson arrivals, burstier than a closed loop's, so "2x capacity" is twice a rate of
+the same kind of load that the engine was seen to sustain. Then an open-loop Poisson load at each multiple is
+offered to two API processes on the same engine: one caps what runs on the engine and
+sheds past it (admission on), one admits everything (off).
 The "on" process runs with the product's defaults: an adaptive cap per engine that finds
 its own level, no `engine_max_in_flight`; the concurrency the capacity search found is only
 reported, never given to it (`--fixed-cap` gives it, for a comparison with the old way).
@@ -56,6 +59,8 @@ UNLOADED_TRIES, UNLOADED_MAX_STEAL = 3, 0.05
 # first requests at a new concurrency paid for cold caches and connections (measured: the
 # first level after a fresh start had a p99 4x the next one's).
 WARM_UP_S, WARM_UP_STREAMS = 3.0, 16
+# The open-loop capacity search's steps: x1.25 up or down from the closed loop's rate.
+RATE_STEP, RATE_STEPS = 1.25, 3
 UNLIMITED = {
     "requests_per_minute": 100_000,
     "tokens_per_minute": 10_000_000,
@@ -288,19 +293,28 @@ def _measure(
         slo_ms = 2 * unloaded.p(0.99)
         streams, searched = _slo_capacity(off_url, key, seconds, max_tokens, slo_ms, bias)
         # The search keeps the best of several noisy levels, which overstates what that
-        # level sustains (the winner's curse): capacity is that level measured once more.
-        capacity = asyncio.run(
+        # level sustains (the winner's curse): that level is measured once more.
+        closed = asyncio.run(
             closed_loop(off_url, key, streams, seconds, max_tokens, logit_bias=bias)
+        )
+        # The levels offer Poisson arrivals, burstier than a closed loop's: capacity is the
+        # open-loop rate that holds the SLO, searched from the closed loop's.
+        offered, capacity = _open_loop_capacity(
+            off_url, key, closed.goodput(slo_ms), seconds, max_tokens, slo_ms, bias
         )
         rate = capacity.goodput(slo_ms)
         rows = [
             _row(f"unloaded@{UNLOADED_MAX_TOKENS}tok", unloaded, slo_ms),
-            {**_row(f"capacity@{streams}", capacity, slo_ms), "searched": searched.goodput(slo_ms)},
+            {
+                **_row(f"closed@{streams}", closed, slo_ms),
+                "searched": searched.goodput(slo_ms),
+            },
+            {**_row(f"capacity@{offered:.1f}/s", capacity, slo_ms), "offered": offered},
         ]
         click.echo(
-            f"capacity {rate:.2f} req/s at {streams} streams (p99 TTFT within "
-            f"{slo_ms:.0f} ms = 2x unloaded; the search's best run of that level gave "
-            f"{searched.goodput(slo_ms):.2f})",
+            f"capacity {rate:.2f} req/s, offered {offered:.2f}/s in an open loop (p99 TTFT "
+            f"within {slo_ms:.0f} ms = 2x unloaded); a closed loop of {streams} streams gave "
+            f"{closed.goodput(slo_ms):.2f} (its search's best run {searched.goodput(slo_ms):.2f})",
             err=True,
         )
         admission_on = replace(
@@ -381,6 +395,38 @@ def _slo_capacity(
             best = (streams, out)
     assert closest is not None
     return best or closest
+
+
+def _open_loop_capacity(
+    url: str,
+    key: str,
+    rate: float,
+    seconds: float,
+    max_tokens: int,
+    slo_ms: float,
+    bias: dict[str, float],
+) -> tuple[float, Outcome]:
+    """The highest Poisson rate, in steps of `RATE_STEP` from `rate`, whose p99 TTFT stays
+    within `slo_ms`: up while it holds, else down until it does (at most `RATE_STEPS` each
+    way); that rate and what it gave."""
+
+    def offer(at: float) -> Outcome:
+        return asyncio.run(open_loop(url, key, at, seconds, max_tokens, logit_bias=bias))
+
+    out = offer(rate)
+    if out.p(0.99) <= slo_ms:
+        for _ in range(RATE_STEPS):
+            higher = offer(rate * RATE_STEP)
+            if not higher.p(0.99) <= slo_ms:
+                break
+            rate, out = rate * RATE_STEP, higher
+        return rate, out
+    for _ in range(RATE_STEPS):
+        rate /= RATE_STEP
+        out = offer(rate)
+        if out.p(0.99) <= slo_ms:
+            break
+    return rate, out
 
 
 def _cap_state(url: str, operator: str, engine_url: str, cuts_before: int = 0) -> dict:
