@@ -6,9 +6,9 @@ search and then measured again on its own, so the search's luckiest level does n
 it; then, from that closed loop's rate, the highest open-loop (Poisson) rate whose p99 TTFT
 holds the SLO, in steps of 1.25x. That open-loop rate's goodput is the capacity: the levels
 offer Poisson arrivals, burstier than a closed loop's, so "2x capacity" is twice a rate of
-the same kind of load that the engine was seen to sustain. Then an open-loop Poisson load at each multiple is
-offered to two API processes on the same engine: one caps what runs on the engine and
-sheds past it (admission on), one admits everything (off).
+the same kind of load that the engine was seen to sustain. Then an open-loop Poisson load
+at each multiple is offered to two API processes on the same engine: one caps what runs on
+the engine and sheds past it (admission on), one admits everything (off).
 The "on" process runs with the product's defaults: an adaptive cap per engine that finds
 its own level, no `engine_max_in_flight`; the concurrency the capacity search found is only
 reported, never given to it (`--fixed-cap` gives it, for a comparison with the old way).
