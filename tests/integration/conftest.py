@@ -36,6 +36,7 @@ from tests.support.engine import (  # noqa: F401 - fixtures
     sglang_engine,
     vllm_engine,
 )
+from tests.support.trained import trained_adapter
 
 BASE = "loraplex-tiny"
 RANKS = (8, 16, 64)
@@ -163,8 +164,6 @@ class Platform:
         )  # fmt: skip
 
     def _upload_trained(self, model_dir: Path, base: str, kind: str) -> dict[int, tuple]:
-        from loraplex.dev.make_adapter import make_adapter
-
         adapters = {}
         tenant = f"/api/v1/tenants/{self.tenant_id}/adapters"
         headers = {"Authorization": f"Bearer {self.key}"}
@@ -172,7 +171,7 @@ class Platform:
             for rank in RANKS:
                 folder = self.root / f"{kind}-r{rank}"
                 if not folder.exists():
-                    make_adapter(model_dir, folder, rank=rank, seed=rank, base_name=base)
+                    trained_adapter(model_dir, folder, rank=rank, seed=rank, base_name=base)
                 name = "bot" if kind == "sglang" else f"bot-{kind}"
                 name = f"{name}-r{rank}"
                 http.post(tenant, json={"name": name, "base_model": base})

@@ -18,6 +18,7 @@ import httpx
 
 from loraplex.serving.loader import engine_adapter_name
 from tests.integration.conftest import FILES, Served
+from tests.support.trained import trained_adapter
 
 LOGPROB_DIGITS = 4  # the engine's float32 logprobs, printed by two JSON encoders
 
@@ -112,17 +113,16 @@ def tool_adapter(served: Served, platform: Any) -> tuple[str, list[dict], list[t
     """The tenant's tool-calling adapter on this view: its name, its tools, and its examples
     as (question, {"name", "arguments"}) pairs.
 
-    Trained once per session (as `make-adapter --task tools` does) and uploaded like any
-    adapter.
+    Trained once per session (as `make-adapter --task tools` does; one training serves
+    both engine kinds, tests/support/trained.py) and uploaded like any adapter.
     """
     from loraplex.dev.corpus import task_examples, tool_definitions, tool_examples
-    from loraplex.dev.make_adapter import make_adapter
 
     name = f"tools-{served.kind}"
     folder = platform.root / name
     if not folder.exists():
         pairs, tools = task_examples("tools", TOOLS_SEED)
-        make_adapter(
+        trained_adapter(
             served.engine.model_dir,
             folder,
             rank=8,

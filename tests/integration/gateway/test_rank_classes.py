@@ -16,20 +16,19 @@ import pytest
 
 from loraplex.serving.loader import engine_adapter_name
 from tests.integration.conftest import FILES, RANKS, Served
+from tests.support.trained import trained_adapter
 
 pytestmark = pytest.mark.engine
 
 
 def _upload_fresh(served: Served, root: Path) -> dict[int, tuple[str, str]]:
     """New adapters of each rank, never placed before: rank -> (name, engine-side name)."""
-    from loraplex.dev.make_adapter import make_adapter
-
     fresh = {}
     tenant = f"{served.url}/api/v1/tenants/{served.tenant_id}/adapters"
     with httpx.Client(headers=served.headers(), timeout=60) as http:
         for rank in RANKS:
             name = f"rank-{rank}-{secrets.token_hex(3)}"
-            folder = make_adapter(
+            folder = trained_adapter(
                 served.engine.model_dir, root / name, rank=rank, seed=rank, base_name=served.base
             )
             http.post(tenant, json={"name": name, "base_model": served.base})

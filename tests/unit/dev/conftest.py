@@ -9,6 +9,7 @@ pytest.importorskip("peft", reason="the ml extra (torch, transformers, peft) is 
 from loraplex.dev.corpus import task_examples
 from loraplex.dev.make_adapter import make_adapter
 from loraplex.dev.make_model import make_model
+from tests.support.trained import trained_adapter
 
 
 @pytest.fixture(scope="session")
@@ -35,4 +36,4 @@ def tools_adapter_dir(model_dir: Path, tmp_path_factory: pytest.TempPathFactory)
     """A rank-8 adapter trained on the seed-0 tool calls, the tools in every prompt."""
     examples, tools = task_examples("tools", 0)
     out = tmp_path_factory.mktemp("adapters") / "tools"
-    return make_adapter(model_dir, out, 8, seed=0, examples=examples, tools=tools)
+    return trained_adapter(model_dir, out, rank=8, seed=0, examples=examples, tools=tools)
