@@ -130,6 +130,16 @@ def first_run(tmp_path_factory: pytest.TempPathFactory, ports: tuple[int, int]) 
         stop_up(up)
 
 
+@pytest.fixture(scope="module")
+def later_runs() -> Iterator[list[Up]]:
+    """The runs after the first, in order; any still running at the end is stopped."""
+    runs: list[Up] = []
+    yield runs
+    for up in runs:
+        if up.proc.poll() is None:
+            stop_up(up)
+
+
 def sdk(up: Up) -> OpenAI:
     """The official client, configured only from what `up` printed."""
     return OpenAI(base_url=up.printed("API base URL"), api_key=up.printed("API key"),
@@ -195,7 +205,7 @@ def test_a_fine_tune_on_the_demo_file_succeeds_and_is_served(first_run: Up) -> N
 
 
 def test_sigint_stops_every_child_and_a_second_run_keeps_the_data(
-    first_run: Up, ports: tuple[int, int]
+    first_run: Up, ports: tuple[int, int], later_runs: list[Up]
 ) -> None:
     client = sdk(first_run)
     jobs_before = [j.id for j in client.fine_tuning.jobs.list().data]
@@ -208,31 +218,38 @@ def test_sigint_stops_every_child_and_a_second_run_keeps_the_data(
 
     data_dir = Path(first_run.printed("Kept in").split()[0]).parent
     second = start_up(data_dir, *ports)
-    try:
-        assert second.printed("API key") == first_run.printed("API key")
-        assert second.printed("Tenant admin") == first_run.printed("Tenant admin")
-        assert not any("training " in line for line in second.lines), "it trained again"
-        print("\nfirst run: " + next(x for x in first_run.lines if "ready in" in x))
-        print("second run: " + next(x for x in second.lines if "ready in" in x))
-        again = sdk(second)
-        served = {m.id for m in again.models.list().data}
-        assert {adapter.model for adapter in ADAPTERS} <= served
-        assert [j.id for j in again.fine_tuning.jobs.list().data] == jobs_before
-    finally:
-        stop_up(second)
+    later_runs.append(second)  # left running: the next test kills it outright
+    assert second.printed("API key") == first_run.printed("API key")
+    assert second.printed("Tenant admin") == first_run.printed("Tenant admin")
+    assert not any("training " in line for line in second.lines), "it trained again"
+    print("\nfirst run: " + next(x for x in first_run.lines if "ready in" in x))
+    print("second run: " + next(x for x in second.lines if "ready in" in x))
+    again = sdk(second)
+    served = {m.id for m in again.models.list().data}
+    assert {adapter.model for adapter in ADAPTERS} <= served
+    assert [j.id for j in again.fine_tuning.jobs.list().data] == jobs_before
 
 
 def test_after_up_is_killed_outright_the_next_run_stops_its_leftovers_and_serves(
-    first_run: Up, ports: tuple[int, int]
+    first_run: Up, ports: tuple[int, int], later_runs: list[Up]
 ) -> None:
     data_dir = Path(first_run.printed("Kept in").split()[0]).parent
-    crashed = start_up(data_dir, *ports)
+    # The run the test before left running (one start fewer), else a new one.
+    running = [up for up in later_runs if up.proc.poll() is None]
+    if running:
+        crashed = running[-1]
+    else:
+        if first_run.proc.poll() is None:
+            stop_up(first_run)
+        crashed = start_up(data_dir, *ports)
+        later_runs.append(crashed)
     orphans = crashed.descendants()
     crashed.proc.kill()  # SIGKILL: no chance to stop its children, which keep the ports
     crashed.proc.wait(10)
     assert any(process_alive(pid) for pid in orphans)
 
     third = start_up(data_dir, *ports)
+    later_runs.append(third)
     try:
         assert any("a previous run left running" in line for line in third.lines), third.lines
         reply = sdk(third).chat.completions.create(
