@@ -35,12 +35,14 @@ PRESENCE_CHECK_S = 1.0
 def raise_if_cancelled() -> None:
     """End a loop whose task was cancelled while a Redis call was finishing.
 
-    On Python 3.11, `asyncio.wait_for` (which redis-py's async client awaits inside its
-    calls) returns the result instead of raising when the cancellation lands as the call
-    completes, and the call's caller goes on. A resume reader of a live stream finishes an
-    XREAD every few milliseconds, so a disconnected client's reader kept following (and
-    kept the stream marked as read, so it was never aborted) in most tries. The task still
-    counts the cancellation as requested; this raises it.
+    Seen on Python 3.11 with redis-py 8.1 and with fakeredis: a reader of a live stream,
+    its task cancelled by plain asyncio (`Task.cancel()`), got its XREAD's result instead
+    of the CancelledError and went on following, 20 readers of 20; the call that lost the
+    cancellation inside the client was not pinned down. Such a reader keeps the stream
+    marked as read, so an abandoned generation would never be aborted. (Litestar cancels
+    through anyio's scopes, which deliver the cancellation again at the next await: none
+    of 20 readers went on that way.) The task still counts the cancellation as requested
+    (`Task.cancelling()`); this raises it.
     """
     task = asyncio.current_task()
     if task is not None and task.cancelling():
@@ -76,7 +78,11 @@ class ResumableStreams:
         await self._touch_presence(completion_id)
 
     async def write(
-        self, completion_id: str, batches: AsyncIterator[list[bytes]], task: asyncio.Task[None]
+        self,
+        completion_id: str,
+        tenant_id: UUID,
+        batches: AsyncIterator[list[bytes]],
+        task: asyncio.Task[None],
     ) -> None:
         """Copy the events into Redis, one entry each (entry N holds event id N-1, so a
         resume starts right after the client's `Last-Event-ID`), one round trip per batch;
@@ -93,8 +99,9 @@ class ResumableStreams:
                     entry += 1
                     pipeline.xadd(key, {"e": event}, id=f"{entry}-0")
                 # The owner record lives as long as the events: a generation longer than
-                # its first TTL stays resumable by its tenant.
-                pipeline.pexpire(f"{key}:tenant", ttl_ms)
+                # its first TTL stays resumable by its tenant (SET, not PEXPIRE: the record
+                # is back even if it lapsed between two batches).
+                pipeline.set(f"{key}:tenant", str(tenant_id), px=ttl_ms)
                 await pipeline.pexpire(key, ttl_ms).execute()
             await self.redis.xadd(key, {"e": b"", "end": b"1"}, id=f"{entry + 1}-0")
             copied = True
@@ -134,6 +141,7 @@ class ResumableStreams:
 
     async def _entries(self, key: str, completion_id: str, after: str) -> AsyncIterator[bytes]:
         while True:
+            raise_if_cancelled()
             await self._touch_presence(completion_id)
             # Bounded here: the process's Redis client has no socket timeout (connections.py).
             async with asyncio.timeout(self.heartbeat_s + READ_GRACE_S):
@@ -161,6 +169,7 @@ class ResumableStreams:
         """Cancel the engine side once nobody has read the stream for the window."""
         with contextlib.suppress(asyncio.CancelledError):
             while not engine_side.done():
+                raise_if_cancelled()
                 await asyncio.sleep(PRESENCE_CHECK_S)
                 try:
                     abandoned = not await self.redis.exists(f"{_key(completion_id)}:reader")

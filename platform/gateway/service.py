@@ -293,7 +293,9 @@ class Gateway:
                 encoder, buffer, call.include_usage, heartbeat_s=None, lane=self.lane
             )
             await self.resumable.open(job.completion_id, call.tenant_id)
-            writer = asyncio.create_task(self.resumable.write(job.completion_id, events, task))
+            writer = asyncio.create_task(
+                self.resumable.write(job.completion_id, call.tenant_id, events, task)
+            )
             self._writers.add(writer)
             writer.add_done_callback(self._writers.discard)
             return await self.resumable.read(job.completion_id, call.tenant_id, None)

@@ -41,14 +41,14 @@ async def _generate_until_cancelled(buffer: StreamBuffer, stopped: asyncio.Event
 
 async def test_nobody_reading_for_the_window_cancels_the_engine_side(redis: Redis) -> None:
     streams = ResumableStreams(redis, window_s=1.0, heartbeat_s=0.5)
-    completion_id = f"cmpl-{uuid.uuid4().hex}"
+    completion_id, tenant = f"cmpl-{uuid.uuid4().hex}", uuid.uuid4()
     buffer = StreamBuffer(max_bytes=1 << 20)
     engine_stopped = asyncio.Event()
     try:
-        await streams.open(completion_id, uuid.uuid4())
+        await streams.open(completion_id, tenant)
         engine = asyncio.create_task(_generate_until_cancelled(buffer, engine_stopped))
         events = encode_events(ChunkEncoder(completion_id, "m", "chat"), buffer, False, None)
-        writer = asyncio.create_task(streams.write(completion_id, events, engine))
+        writer = asyncio.create_task(streams.write(completion_id, tenant, events, engine))
         # Nobody reads: the presence key lapses after 1 s, the watcher looks every second.
         await asyncio.wait_for(engine_stopped.wait(), timeout=5.0)
         await asyncio.wait_for(writer, timeout=5.0)  # and the copy into Redis ends too
@@ -64,20 +64,22 @@ async def test_a_generation_longer_than_its_first_ttl_stays_resumable(redis: Red
     completion_id, tenant = f"cmpl-{uuid.uuid4().hex}", uuid.uuid4()
     buffer = StreamBuffer(max_bytes=1 << 20)
 
-    async def follow(events: AsyncIterator[bytes], seconds: float) -> None:
+    async def follow(events: AsyncIterator[bytes], seconds: float) -> int:
+        seen = 0
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(seconds):
-                async for _ in events:
-                    pass
+                async for event in events:
+                    seen += b"data: {" in event
+        return seen
 
     engine = writer = None
     try:
         await streams.open(completion_id, tenant)
         engine = asyncio.create_task(_generate_until_cancelled(buffer, asyncio.Event()))
         events = encode_events(ChunkEncoder(completion_id, "m", "chat"), buffer, False, None)
-        writer = asyncio.create_task(streams.write(completion_id, events, engine))
+        writer = asyncio.create_task(streams.write(completion_id, tenant, events, engine))
         first = await streams.read(completion_id, tenant, None)
-        await follow(first, 1.5)
+        assert await follow(first, 1.5), "the reader saw no event"
         await first.aclose()
         again = await streams.read(completion_id, tenant, None)  # NotFound before the fix
         await again.aclose()
@@ -107,7 +109,7 @@ async def test_cancelled_readers_of_a_live_stream_end(redis: Redis) -> None:
         await streams.open(completion_id, tenant)
         engine = asyncio.create_task(_generate_until_cancelled(buffer, asyncio.Event()))
         events = encode_events(ChunkEncoder(completion_id, "m", "chat"), buffer, False, None)
-        writer = asyncio.create_task(streams.write(completion_id, events, engine))
+        writer = asyncio.create_task(streams.write(completion_id, tenant, events, engine))
         readers = [asyncio.create_task(follow()) for _ in range(20)]
         await asyncio.sleep(0.5)
         for reader in readers:

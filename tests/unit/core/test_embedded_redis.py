@@ -72,7 +72,7 @@ async def test_embedded_mode_keeps_resumable_streams(embedded: Services) -> None
 
     engine_side = asyncio.create_task(asyncio.sleep(0))
     await streams.open(completion_id, tenant)
-    await streams.write(completion_id, batches(), engine_side)
+    await streams.write(completion_id, tenant, batches(), engine_side)
     replay = await streams.read(completion_id, tenant, last_event_id=0)
     assert [event async for event in replay] == [b"data: second\n\n"]
 
