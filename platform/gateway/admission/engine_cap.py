@@ -8,11 +8,17 @@ concurrency limiter does (Netflix's concurrency-limits): it compares the latency
 with the latency of an idle engine and moves the cap toward the level where they keep a
 fixed ratio.
 
-- **The target** is an explicit TTFT (`engine_ttft_slo_s`) or, by default, `IDLE_MULTIPLE`
-  x the median TTFT the engine gives a request that finds nothing else running (over the
-  last `IDLE_SAMPLES` such requests; until the first one, the fastest TTFT seen so far
-  stands in). A prompt longer than the idle requests' average gets a proportionally longer
-  allowance: prefill grows with the prompt, and a long prompt is not a sign of overload.
+- **The target** is an explicit TTFT (`engine_ttft_slo_s`) or, by default, the larger of
+  `IDLE_MULTIPLE` x the median TTFT the engine gives a request that finds nothing else
+  running and the 90th percentile of those TTFTs (over the last `IDLE_SAMPLES` such
+  requests; until the first one, the fastest TTFT seen so far stands in, and the
+  percentile counts from `TAIL_SAMPLES` of them). Under load the p99 runs about twice the
+  median, so a median held at the idle tail keeps the p99 near twice the idle tail, what
+  an SLO of "twice the unloaded p99" allows. Where the idle tail is short the multiple
+  governs; where it is long (host stalls reach idle requests too), 1.5x the median
+  refused load the SLO allowed (docs/admission.md). A prompt longer than the idle
+  requests' average gets a proportionally longer allowance: prefill grows with the
+  prompt, and a long prompt is not a sign of overload.
 - **The signal** is the median of the last `WINDOW` first tokens (each divided by its
   prompt's allowance). A median, not a share of misses: TTFT's median rises smoothly with
   concurrency while its tail is a few rare stalls, so a cap steered by misses either cuts on
@@ -53,6 +59,7 @@ from dataclasses import dataclass, field
 
 IDLE_MULTIPLE = 1.5  # default target: 1.5x the median TTFT of a request on an idle engine
 IDLE_SAMPLES = 32
+TAIL_SAMPLES = 10  # idle requests needed before their 90th percentile counts in the target
 WINDOW = 16  # the recent first tokens whose median is compared with the target
 KEEP_AT_MOST = 0.9  # a cut keeps at most 90% of the cap ...
 KEEP_AT_LEAST = 0.5  # ... and at least half of it
@@ -78,9 +85,10 @@ class AdaptiveCap:
     seed: int
     ceiling: int = DEFAULT_CEILING
     floor: int = 1
-    slo_s: float = 0.0  # 0: learned, IDLE_MULTIPLE x the idle median TTFT
+    slo_s: float = 0.0  # 0: learned from idle requests' TTFT (`target_s`)
     limit: float = field(init=False)
     idle_ttft_s: float | None = field(default=None, init=False)  # the idle reference
+    idle_tail_s: float = field(default=0.0, init=False)  # their 90th percentile, once known
     idle_prompt_tokens: float = field(default=0.0, init=False)  # their mean prompt
     fastest_ttft_s: float = field(default=math.inf, init=False)
     _idle: deque[tuple[float, int]] = field(init=False, repr=False)
@@ -111,7 +119,7 @@ class AdaptiveCap:
         base = self.idle_ttft_s if self.idle_ttft_s is not None else self.fastest_ttft_s
         if math.isinf(base):
             return None
-        return IDLE_MULTIPLE * base * self._allowance(prompt_tokens)
+        return max(IDLE_MULTIPLE * base, self.idle_tail_s) * self._allowance(prompt_tokens)
 
     def on_first_token(
         self,
@@ -197,7 +205,10 @@ class AdaptiveCap:
         if not idle:
             return
         self._idle.append((ttft_s, prompt_tokens))
-        self.idle_ttft_s = statistics.median(t for t, _ in self._idle)
+        ttfts = [t for t, _ in self._idle]
+        self.idle_ttft_s = statistics.median(ttfts)
+        if len(ttfts) >= TAIL_SAMPLES:
+            self.idle_tail_s = statistics.quantiles(ttfts, n=10, method="inclusive")[-1]
         self.idle_prompt_tokens = statistics.fmean(p for _, p in self._idle)
 
     def _cut(self, to: float, now: float, reason: str, why: str) -> None:

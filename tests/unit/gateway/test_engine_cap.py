@@ -3,6 +3,8 @@ proportion when it does not."""
 
 from __future__ import annotations
 
+import pytest
+
 from loraplex.gateway.admission.engine_cap import IDLE_MULTIPLE, KEEP_AT_MOST, AdaptiveCap
 
 IDLE = 0.05  # the idle TTFT these tests teach the cap
@@ -30,6 +32,18 @@ def test_the_cap_starts_at_its_seed_and_learns_its_slo_from_idle_requests() -> N
     for ttft in (0.04, 0.05, 0.05, 0.06, 0.05, 0.05, 0.05, 0.05, 0.05, 0.30):
         _idle(cap, ttft)
     assert cap.target_s() == TARGET  # their median: one stall does not move it
+
+
+def test_where_idle_requests_have_a_long_tail_the_target_is_their_90th_percentile() -> None:
+    cap = AdaptiveCap(seed=4)
+    stalls = [0.05] * 7 + [0.20, 0.25, 0.30]  # 3 of 10 idle requests caught a host stall
+    for ttft in stalls[:-1]:
+        _idle(cap, ttft)
+    assert cap.target_s() == TARGET  # too few idle requests to trust a percentile
+    _idle(cap, stalls[-1])
+    assert cap.target_s() == pytest.approx(0.255)  # the median under load runs near the idle tail
+    _served(cap, 0.2, 16)
+    assert cap.cuts == 0 and cap.value > 4  # held at the tail, not cut at 1.5x the median
 
 
 def test_before_its_first_cut_the_cap_grows_by_one_per_request_served_in_time() -> None:
