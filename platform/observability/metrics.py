@@ -79,6 +79,12 @@ ENGINE_IN_FLIGHT_CAP = Gauge(
     "Requests this API process lets run on an engine at once (its adaptive admission cap).",
     ["engine"],
 )
+ENGINE_CAP_TARGET = Gauge(
+    "loraplex_engine_ttft_target_seconds",
+    "The median TTFT this API process's adaptive cap holds an engine to (learned from idle "
+    "requests unless LORAPLEX_ENGINE_TTFT_SLO_S is set).",
+    ["engine"],
+)
 ENGINE_CAP_CUTS = Counter(
     "loraplex_engine_in_flight_cap_cuts",
     "Times this API process cut an engine's adaptive cap, by reason "

@@ -62,8 +62,10 @@ class EngineLiveOut(Output):
     # The engine's own gauges at the last probe (null when it serves no metrics).
     engine_running: float | None = None
     engine_waiting: float | None = None
-    # This API process's admission cap for the engine (adaptive: it moves with TTFT).
+    # This API process's admission cap for the engine (adaptive: it moves with TTFT), and
+    # the median TTFT it holds the engine to (null until a first token is seen).
     in_flight_cap: int | None = None
+    in_flight_cap_target_ms: float | None = None
     # How often that cap has been cut here, and the last cut ("12 -> 6: why") and when.
     in_flight_cap_cuts: int = 0
     in_flight_cap_last_cut: str = ""
