@@ -131,8 +131,9 @@ class Settings:
     # proportion when it does not or when the engine keeps a queue; `engine_max_in_flight`
     # then only bounds it from above.
     engine_adaptive_cap: bool = True
-    # The TTFT the adaptive cap holds the median of recent requests to; 0: 1.5x the median
-    # TTFT of requests that found the engine idle.
+    # The TTFT the adaptive cap holds the median of recent requests to; 0: learned, the
+    # larger of 1.5x the median and the 90th percentile (from 10 of them) of the TTFT of
+    # requests that found the engine idle.
     engine_ttft_slo_s: float = 0.0
     concurrency_lease_s: float = 15.0  # a crashed API process frees its slots within this
     # How long an admission decision may wait for Redis before `ratelimit_fail_mode` applies.

@@ -63,7 +63,8 @@ class EngineLiveOut(Output):
     engine_running: float | None = None
     engine_waiting: float | None = None
     # This API process's admission cap for the engine (adaptive: it moves with TTFT), and
-    # the median TTFT it holds the engine to (null until a first token is seen).
+    # the median TTFT it holds the engine to (null with no adaptive cap, or until a first
+    # token when the target is learned).
     in_flight_cap: int | None = None
     in_flight_cap_target_ms: float | None = None
     # How often that cap has been cut here, and the last cut ("12 -> 6: why") and when.

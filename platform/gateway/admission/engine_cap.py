@@ -11,14 +11,15 @@ fixed ratio.
 - **The target** is an explicit TTFT (`engine_ttft_slo_s`) or, by default, the larger of
   `IDLE_MULTIPLE` x the median TTFT the engine gives a request that finds nothing else
   running and the 90th percentile of those TTFTs (over the last `IDLE_SAMPLES` such
-  requests; until the first one, the fastest TTFT seen so far stands in, and the
-  percentile counts from `TAIL_SAMPLES` of them). Under load the p99 runs about twice the
-  median, so a median held at the idle tail keeps the p99 near twice the idle tail, what
-  an SLO of "twice the unloaded p99" allows. Where the idle tail is short the multiple
-  governs; where it is long (host stalls reach idle requests too), 1.5x the median
-  refused load the SLO allowed (docs/admission.md). A prompt longer than the idle
-  requests' average gets a proportionally longer allowance: prefill grows with the
-  prompt, and a long prompt is not a sign of overload.
+  requests; until the first one, the fastest TTFT seen so far stands in; the p90 is used
+  once `TAIL_SAMPLES` idle requests are in, each divided by its prompt's allowance, below).
+  Under load the p99 ran about twice the median, so a median held at the idle tail aims
+  the p99 at twice the idle tail, what an SLO of "twice the unloaded p99" allows (it held
+  at 2x load; at 4x the admitted tail was longer than with the median-only target). Where
+  the idle tail is short the multiple governs; where it is long (host stalls reach idle
+  requests too), 1.5x the median refused load the SLO allowed (docs/admission.md). A
+  prompt longer than the idle requests' average gets a proportionally longer allowance:
+  prefill grows with the prompt, and a long prompt is not a sign of overload.
 - **The signal** is the median of the last `WINDOW` first tokens (each divided by its
   prompt's allowance). A median, not a share of misses: TTFT's median rises smoothly with
   concurrency while its tail is a few rare stalls, so a cap steered by misses either cuts on
@@ -47,7 +48,8 @@ fixed ratio.
   speed, `admission_parallelism`, or its batch slots if more), never falls below `floor`
   and never rises above `ceiling` (the fixed `engine_max_in_flight` when it is set).
 
-Pure: time comes in as arguments; the gate feeds it and the engines page shows `value`.
+Pure: time comes in as arguments; the gate feeds it and the engines page shows `value`
+and `target_s()`.
 """
 
 from __future__ import annotations
@@ -57,7 +59,7 @@ import statistics
 from collections import deque
 from dataclasses import dataclass, field
 
-IDLE_MULTIPLE = 1.5  # default target: 1.5x the median TTFT of a request on an idle engine
+IDLE_MULTIPLE = 1.5  # the multiple of the idle median in the default target (`target_s`)
 IDLE_SAMPLES = 32
 TAIL_SAMPLES = 10  # idle requests needed before their 90th percentile counts in the target
 WINDOW = 16  # the recent first tokens whose median is compared with the target
@@ -205,11 +207,11 @@ class AdaptiveCap:
         if not idle:
             return
         self._idle.append((ttft_s, prompt_tokens))
-        ttfts = [t for t, _ in self._idle]
-        self.idle_ttft_s = statistics.median(ttfts)
-        if len(ttfts) >= TAIL_SAMPLES:
-            self.idle_tail_s = statistics.quantiles(ttfts, n=10, method="inclusive")[-1]
+        self.idle_ttft_s = statistics.median(t for t, _ in self._idle)
         self.idle_prompt_tokens = statistics.fmean(p for _, p in self._idle)
+        if len(self._idle) >= TAIL_SAMPLES:  # per unit of allowance, as the window is
+            per_allowance = [t / self._allowance(p) for t, p in self._idle]
+            self.idle_tail_s = statistics.quantiles(per_allowance, n=10, method="inclusive")[-1]
 
     def _cut(self, to: float, now: float, reason: str, why: str) -> None:
         before = self.limit

@@ -46,6 +46,22 @@ def test_where_idle_requests_have_a_long_tail_the_target_is_their_90th_percentil
     assert cap.cuts == 0 and cap.value > 4  # held at the tail, not cut at 1.5x the median
 
 
+def test_idle_requests_slow_only_for_their_long_prompts_do_not_widen_the_tail() -> None:
+    cap = AdaptiveCap(seed=4)
+    for i in range(10):  # every other idle prompt 4x as long, its TTFT 4x as long
+        long = i % 2 == 1
+        cap.on_first_token(
+            0.20 if long else 0.05,
+            admitted_at=0.0,
+            idle=True,
+            at_cap=False,
+            now=1.0,
+            prompt_tokens=40 if long else 10,
+        )
+    # Per unit of allowance the idle tail is at most the median's: the multiple governs.
+    assert cap.target_s(10) == pytest.approx(IDLE_MULTIPLE * cap.idle_ttft_s)
+
+
 def test_before_its_first_cut_the_cap_grows_by_one_per_request_served_in_time() -> None:
     cap = AdaptiveCap(seed=4)
     _idle(cap, 0.05)
