@@ -34,10 +34,13 @@ fixed ratio.
   burst that cut it has ended), each request served in time at the cap raises it by one
   again, as in slow start. A cap cut from 12 to 3 is back in 8 + 9 requests, not ~60; as
   measured, the slow climb refused a light tenant 5-7 times after a 4x phase had ended.
-  And a request about to be shed at a cap with clear room raises it by one instead
-  (`raise_for_room`), at most once per first token seen, so a rare burst of a light
-  tenant is not refused by a cap left low: growth on served requests needs the cap to
-  bind, which a light load seldom does.
+  And a request about to be shed raises the cap by one instead (`raise_for_room`), at
+  most once per first token seen, where the engine has clear room or where the load is
+  bursts, not a flood: the window's median meets the target and the cap bound for at most
+  half of the recent requests (`BURST_BOUND_AT_MOST`). So a light tenant's Poisson bursts
+  are not refused by a cap left low: growth on served requests needs the cap to bind,
+  which a light load seldom does. A flood binds the cap for nearly every request and
+  gets no such raise.
 - **Decrease**: when the window's median is over the target, the cap is cut in proportion,
   `target / median`, keeping between `KEEP_AT_LEAST` and `KEEP_AT_MOST` of itself. Only a
   request admitted after the last cut can cut again, and a cut starts a new window, so one
@@ -66,6 +69,7 @@ WINDOW = 16  # the recent first tokens whose median is compared with the target
 KEEP_AT_MOST = 0.9  # a cut keeps at most 90% of the cap ...
 KEEP_AT_LEAST = 0.5  # ... and at least half of it
 RECOVER_BELOW = 0.5  # a median this far from idle toward the target: grow as in slow start
+BURST_BOUND_AT_MOST = 0.5  # the cap bound for at most this share of the window: bursts
 DEFAULT_CEILING = 256  # no fixed cap set: the adaptive one stops here
 
 
@@ -95,6 +99,7 @@ class AdaptiveCap:
     fastest_ttft_s: float = field(default=math.inf, init=False)
     _idle: deque[tuple[float, int]] = field(init=False, repr=False)
     _recent: deque[float] = field(init=False, repr=False)  # TTFT / the prompt's allowance
+    _bound: deque[bool] = field(init=False, repr=False)  # whether the cap bound, per request
     _queued_probe: int = field(default=-1, init=False, repr=False)  # last probe with a queue
     last_cut_at: float = field(default=-math.inf, init=False)
     last_cut: CapCut | None = field(default=None, init=False)
@@ -107,6 +112,7 @@ class AdaptiveCap:
         self.limit = float(min(max(self.floor, self.seed), self.ceiling))
         self._idle = deque(maxlen=IDLE_SAMPLES)
         self._recent = deque(maxlen=WINDOW)
+        self._bound = deque(maxlen=WINDOW)
 
     @property
     def value(self) -> int:
@@ -140,6 +146,7 @@ class AdaptiveCap:
         """
         self._learn_idle(ttft_s, idle, prompt_tokens)
         self._raised_for_room = False
+        self._bound.append(at_cap)
         target = self.target_s()
         if target is None or admitted_at <= self.last_cut_at:
             return  # admitted under the cap before the last cut: already acted on
@@ -159,11 +166,15 @@ class AdaptiveCap:
 
     def raise_for_room(self) -> bool:
         """A request is about to be shed at this cap: raise the cap by one instead, if the
-        engine has clear room and no such raise since the last first token; whether it did."""
+        engine has clear room or the load is a burst the target allows, and there was no
+        such raise since the last first token; whether it did."""
         target = self.target_s()
         if self._raised_for_room or target is None or self.value >= self.ceiling:
             return False
-        if not self._recent or not self._has_clear_room(statistics.median(self._recent), target):
+        if len(self._recent) < WINDOW // 2:
+            return False  # too few first tokens since the last cut to go by
+        median = statistics.median(self._recent)
+        if not (self._has_clear_room(median, target) or self._a_burst(median, target)):
             return False
         self.limit = min(float(self.ceiling), self.limit + 1.0)
         self._raised_for_room = True
@@ -195,6 +206,13 @@ class AdaptiveCap:
         if len(self._recent) < WINDOW // 2 or idle >= target:
             return False
         return median <= idle + RECOVER_BELOW * (target - idle)
+
+    def _a_burst(self, median: float, target: float) -> bool:
+        """Whether the load is bursts the target allows: the median meets it and the cap
+        bound for at most `BURST_BOUND_AT_MOST` of the recent requests (a flood binds it
+        for nearly all)."""
+        bound = sum(self._bound) / len(self._bound) if self._bound else 1.0
+        return median <= target and bound <= BURST_BOUND_AT_MOST
 
     def _allowance(self, prompt_tokens: int) -> float:
         """How much longer than an idle request's a prompt of `prompt_tokens` may take."""

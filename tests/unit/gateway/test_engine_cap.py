@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from loraplex.gateway.admission.engine_cap import IDLE_MULTIPLE, KEEP_AT_MOST, AdaptiveCap
+from loraplex.gateway.admission.engine_cap import IDLE_MULTIPLE, KEEP_AT_MOST, WINDOW, AdaptiveCap
 
 IDLE = 0.05  # the idle TTFT these tests teach the cap
 TARGET = IDLE_MULTIPLE * IDLE
@@ -112,12 +112,19 @@ def test_a_request_about_to_be_shed_raises_a_cap_with_clear_room_once_per_first_
     assert cap.raise_for_room()
 
 
-def test_a_cap_whose_median_is_near_its_target_is_not_raised_for_a_request_at_it() -> None:
-    cap = AdaptiveCap(seed=8)
-    _idle(cap, IDLE)
-    _slow(cap, 8, admitted_at=0.0)
-    _served(cap, 0.9 * TARGET, 8, start=2.0)
-    assert not cap.raise_for_room()
+def test_a_flood_near_the_target_is_not_raised_for_but_a_light_load_s_burst_is() -> None:
+    flood = AdaptiveCap(seed=8)
+    _idle(flood, IDLE)
+    _slow(flood, 8, admitted_at=0.0)
+    _served(flood, 0.9 * TARGET, 8, start=2.0)  # every request found the cap bound
+    assert not flood.raise_for_room()
+    light = AdaptiveCap(seed=8)
+    _idle(light, IDLE)
+    _slow(light, 8, admitted_at=0.0)
+    for i in range(WINDOW):  # the same first tokens, the cap bound for one request in four
+        at = 2.0 + i
+        light.on_first_token(0.9 * TARGET, admitted_at=at, idle=False, at_cap=i % 4 == 0, now=at)
+    assert light.raise_for_room()  # a burst of a light load meets the cap: one more place
 
 
 def test_requests_below_the_cap_do_not_raise_it() -> None:
