@@ -11,8 +11,8 @@ fixed ratio.
 - **The target** is an explicit TTFT (`engine_ttft_slo_s`) or, by default, the larger of
   `IDLE_MULTIPLE` x the median TTFT the engine gives a request that finds nothing else
   running and the 90th percentile of those TTFTs (over the last `IDLE_SAMPLES` such
-  requests; until the first one, the fastest TTFT seen so far stands in; the p90 is used
-  once `TAIL_SAMPLES` idle requests are in, each divided by its prompt's allowance, below).
+  requests; the p90 is used once `TAIL_SAMPLES` idle requests are in, each divided by its
+  prompt's allowance, below).
   Under load the p99 ran about twice the median, so a median held at the idle tail aims
   the p99 at twice the idle tail, what an SLO of "twice the unloaded p99" allows (it held
   at 2x load; at 4x the admitted tail was longer than with the median-only target). Where
@@ -47,6 +47,11 @@ fixed ratio.
   burst of slow requests (all admitted under the old cap) cuts once. An engine whose own
   queue holds requests in two probes in a row (it cannot batch more; one probe catches any
   request that arrived between two steps) has the cap cut to what it runs.
+- **Start**: until the first idle request there is no target, and the cap holds at its
+  seed: neither raised nor cut. A process started into load would otherwise learn its
+  target from the fastest TTFT of a cold, crowded engine (as measured, the stand-in cut a
+  warm-up phase's cap against a target the engine could not meet, or grew a cold start's
+  cap to 24 on first tokens that only looked fast).
 - Bounds: the cap starts at `seed` (the gate passes the requests an engine runs at full
   speed, `admission_parallelism`, or its batch slots if more), never falls below `floor`
   and never rises above `ceiling` (the fixed `engine_max_in_flight` when it is set).
@@ -96,7 +101,6 @@ class AdaptiveCap:
     idle_ttft_s: float | None = field(default=None, init=False)  # the idle reference
     idle_tail_s: float = field(default=0.0, init=False)  # their 90th percentile, once known
     idle_prompt_tokens: float = field(default=0.0, init=False)  # their mean prompt
-    fastest_ttft_s: float = field(default=math.inf, init=False)
     _idle: deque[tuple[float, int]] = field(init=False, repr=False)
     _recent: deque[float] = field(init=False, repr=False)  # TTFT / the prompt's allowance
     _bound: deque[bool] = field(init=False, repr=False)  # whether the cap bound, per request
@@ -124,10 +128,10 @@ class AdaptiveCap:
         until there is anything to go by."""
         if self.slo_s > 0:
             return self.slo_s
-        base = self.idle_ttft_s if self.idle_ttft_s is not None else self.fastest_ttft_s
-        if math.isinf(base):
-            return None
-        return max(IDLE_MULTIPLE * base, self.idle_tail_s) * self._allowance(prompt_tokens)
+        if self.idle_ttft_s is None:
+            return None  # no idle request yet: the cap holds at its seed
+        scale = self._allowance(prompt_tokens)
+        return max(IDLE_MULTIPLE * self.idle_ttft_s, self.idle_tail_s) * scale
 
     def on_first_token(
         self,
@@ -202,8 +206,8 @@ class AdaptiveCap:
     def _has_clear_room(self, median: float, target: float) -> bool:
         """Whether a full enough window's median sits in the lower `RECOVER_BELOW` of the
         span from the idle TTFT to the target."""
-        idle = self.idle_ttft_s if self.idle_ttft_s is not None else self.fastest_ttft_s
-        if len(self._recent) < WINDOW // 2 or idle >= target:
+        idle = self.idle_ttft_s
+        if idle is None or len(self._recent) < WINDOW // 2 or idle >= target:
             return False
         return median <= idle + RECOVER_BELOW * (target - idle)
 
@@ -221,7 +225,6 @@ class AdaptiveCap:
         return max(1.0, prompt_tokens / self.idle_prompt_tokens)
 
     def _learn_idle(self, ttft_s: float, idle: bool, prompt_tokens: int) -> None:
-        self.fastest_ttft_s = min(self.fastest_ttft_s, ttft_s)
         if not idle:
             return
         self._idle.append((ttft_s, prompt_tokens))

@@ -34,6 +34,16 @@ def test_the_cap_starts_at_its_seed_and_learns_its_slo_from_idle_requests() -> N
     assert cap.target_s() == TARGET  # their median: one stall does not move it
 
 
+def test_a_process_started_into_load_holds_its_cap_until_its_first_idle_request() -> None:
+    cap = AdaptiveCap(seed=4)
+    _served(cap, 0.05, 20)  # a cold, crowded engine's first tokens: no idle one among them
+    _served(cap, 0.9, 20, start=10.0)  # then the warm-up's slow ones
+    assert cap.value == 4 and cap.cuts == 0 and not cap.raise_for_room()
+    _idle(cap, 0.05)
+    _served(cap, 0.05, 4, start=20.0)
+    assert cap.value == 8  # the first idle request set the target: slow start begins
+
+
 def test_where_idle_requests_have_a_long_tail_the_target_is_their_90th_percentile() -> None:
     cap = AdaptiveCap(seed=4)
     stalls = [0.05] * 7 + [0.20, 0.25, 0.30]  # 3 of 10 idle requests caught a host stall
