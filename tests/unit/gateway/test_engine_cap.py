@@ -3,9 +3,17 @@ proportion when it does not."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
-from loraplex.gateway.admission.engine_cap import IDLE_MULTIPLE, KEEP_AT_MOST, WINDOW, AdaptiveCap
+from loraplex.gateway.admission.engine_cap import (
+    IDLE_MULTIPLE,
+    KEEP_AT_MOST,
+    LIFT_AT_MOST,
+    WINDOW,
+    AdaptiveCap,
+)
 
 IDLE = 0.05  # the idle TTFT these tests teach the cap
 TARGET = IDLE_MULTIPLE * IDLE
@@ -94,7 +102,7 @@ def test_after_a_cut_a_cap_with_clear_room_recovers_as_in_slow_start() -> None:
     cap = AdaptiveCap(seed=12)
     _idle(cap, IDLE)
     _slow(cap, 8, admitted_at=0.0)
-    _slow(cap, 8, admitted_at=1.0)  # a 4x burst: 12 -> 6 -> 3
+    _slow(cap, 8, admitted_at=1.0, ttft_s=0.3)  # a 4x burst: 12 -> 6 (it paid) -> 3
     assert cap.cuts == 2 and cap.value == 3
     near_idle = 1.1 * IDLE  # the burst is over: first tokens as fast as on an idle engine
     _served(cap, near_idle, 8 + 9, start=2.0)  # a half window to trust its median, then 9
@@ -104,7 +112,7 @@ def test_after_a_cut_a_cap_with_clear_room_recovers_as_in_slow_start() -> None:
     edge = AdaptiveCap(seed=12)
     _idle(edge, IDLE)
     _slow(edge, 8, admitted_at=0.0)
-    _slow(edge, 8, admitted_at=1.0)
+    _slow(edge, 8, admitted_at=1.0, ttft_s=0.3)
     _served(edge, 0.95 * TARGET, 8 + 9, start=2.0)
     assert edge.value <= 6
 
@@ -145,10 +153,10 @@ def test_requests_below_the_cap_do_not_raise_it() -> None:
     assert cap.value == 4
 
 
-def _slow(cap: AdaptiveCap, n: int, admitted_at: float) -> None:
+def _slow(cap: AdaptiveCap, n: int, admitted_at: float, ttft_s: float = 0.5) -> None:
     for i in range(n):
         at = admitted_at + 0.01 * i
-        cap.on_first_token(0.5, admitted_at=at, idle=False, at_cap=True, now=at + 0.5)
+        cap.on_first_token(ttft_s, admitted_at=at, idle=False, at_cap=True, now=at + ttft_s)
 
 
 def test_a_slow_tail_among_fast_first_tokens_is_jitter_and_cuts_nothing() -> None:
@@ -171,7 +179,8 @@ def test_a_median_over_the_target_cuts_in_proportion_once_per_round_of_admission
             1.05 * TARGET, admitted_at=10.0 + 0.01 * i, idle=False, at_cap=True, now=11.0
         )
     assert cap.limit == grown * KEEP_AT_MOST and cap.cuts == 1
-    # 1.6x the target, admitted after the cut: cut again, to 1 / 1.6 of the cap.
+    # 1.6x the target, admitted after the cut (the load grew past it): cut again, to
+    # 1 / 1.6 of the cap.
     before = cap.limit
     for i in range(8):
         cap.on_first_token(
@@ -181,7 +190,7 @@ def test_a_median_over_the_target_cuts_in_proportion_once_per_round_of_admission
 
 
 def test_the_cap_stays_within_its_floor_and_ceiling() -> None:
-    cap = AdaptiveCap(seed=4, ceiling=6, floor=2)
+    cap = AdaptiveCap(seed=4, ceiling=6, floor=2, slo_s=TARGET)
     _idle(cap, 0.05)
     _served(cap, 0.06, 200)
     assert cap.value == 6
@@ -231,3 +240,45 @@ def test_a_queue_on_an_engine_running_at_least_the_cap_cuts_nothing() -> None:
     for probe in range(1, 5):  # requests admitted before a cut, or another API process's
         cap.on_engine_load(waiting=3, running=6, now=float(probe), probe=probe)
     assert cap.value == 4
+
+
+def _at_cap(cap: AdaptiveCap, ttft_of: Callable[[int], float], n: int, start: float) -> float:
+    """`n` requests admitted at the cap one after another, each with the TTFT `ttft_of`
+    gives for the cap it was admitted under; the last time."""
+    now = start
+    for _ in range(n):
+        now += 0.1
+        ttft = ttft_of(cap.value)
+        cap.on_first_token(ttft, admitted_at=now, idle=False, at_cap=True, now=now + ttft)
+    return now
+
+
+def test_a_cut_that_did_not_lower_the_median_is_undone_and_the_target_rises_to_it() -> None:
+    # As on SGLang on a fast CPU: TTFT steps from idle to a plateau as soon as a few
+    # requests run and stays there while more run (the engine's step, not a queue).
+    cap = AdaptiveCap(seed=8)
+    _idle(cap, IDLE)
+    plateau = 1.3 * TARGET
+    now = _at_cap(cap, lambda running: plateau + 0.001 * running, 8, start=0.0)
+    assert cap.cuts == 1 and cap.value < 8  # cut in proportion, before it knows better
+    _at_cap(cap, lambda running: plateau + 0.001 * running, 8 + 16, start=now)
+    assert cap.value >= 8  # the cut bought nothing: undone, and not cut again
+    assert cap.target_s() == pytest.approx(plateau + 0.008)
+    assert cap.cuts == 1
+
+
+def test_where_first_tokens_follow_concurrency_a_cut_pays_and_stands() -> None:
+    cap = AdaptiveCap(seed=8)
+    _idle(cap, IDLE)
+    now = _at_cap(cap, lambda running: IDLE * running / 5, 8, start=0.0)  # over at 8
+    assert cap.cuts == 1 and cap.value < 8
+    _at_cap(cap, lambda running: IDLE * running / 5, 8 + 16, start=now)
+    assert cap.value <= 8 and cap.target_s() == TARGET  # the cut paid: the target stands
+
+
+def test_the_plateau_lifts_the_target_by_at_most_half() -> None:
+    cap = AdaptiveCap(seed=8)
+    _idle(cap, IDLE)
+    now = _at_cap(cap, lambda running: 3 * TARGET, 8, start=0.0)  # flat and far over
+    _at_cap(cap, lambda running: 3 * TARGET, 8 + 4, start=now)  # a few admitted before it
+    assert cap.target_s() == pytest.approx(LIFT_AT_MOST * TARGET)
