@@ -1,12 +1,12 @@
 """The overload bench's capacity is a Poisson rate that held the SLO twice: in its search
-and measured again."""
+and measured again; its yardstick is an unloaded pass that caught no stall."""
 
 from __future__ import annotations
 
 import pytest
 
 from loraplex.bench import overload
-from loraplex.bench.overload import RATE_STEP, Outcome, _confirmed
+from loraplex.bench.overload import RATE_STEP, Outcome, _confirmed, _unloaded
 
 SLO_MS = 100.0
 
@@ -38,3 +38,15 @@ def test_a_rate_that_holds_again_is_the_capacity(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setattr(overload, "open_loop", _engine_that_holds_up_to(10.0, measured))
     assert _confirmed("u", "k", 8.0, True, 10.0, 8, SLO_MS, {})[::2] == (8.0, True)
     assert measured == [8.0]
+
+
+def test_an_unloaded_pass_that_caught_a_stall_is_measured_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    passes = iter([[0.03] * 98 + [0.2] * 2, [0.03] * 99 + [0.045]])  # a stall, then none
+
+    async def closed_loop(url, key, streams, seconds, max_tokens, logit_bias=None) -> Outcome:
+        return Outcome(seconds, ttfts=next(passes), steal=0.0)
+
+    monkeypatch.setattr(overload, "closed_loop", closed_loop)
+    assert _unloaded("u", "k", 10.0, {}).p(0.99) < 50  # ms; the SLO is twice it
