@@ -51,9 +51,10 @@ fixed ratio.
   tokens is compared with the window that made it: if the median moved by less than
   `PAYOFF_SHARE` of the cut's share either way (a cut to 0.8 of the cap that left the
   median within 10% of where it was), latency was not following concurrency there, and
-  the cut is undone and the target raised to the median the cut was made at (at most
-  `LIFT_AT_MOST` times the learned target, for good: the plateau is the engine's). A
-  median that rose past that band is load growing past the cut, and is cut again. As
+  the idle multiple rises so the target is the median the cut was made at (up to
+  `MULTIPLE_AT_MOST`, for good: the plateau is the engine's). The cut stands; the cap
+  grows back under the new target. A median that rose past that band is load growing
+  past the cut. As
   measured on SGLang on a fast CPU phase, TTFT steps from idle to a plateau as soon as a
   few requests run (the engine's step, not a queue) and stays there from 4 to 8 in flight
   while throughput rises; a target under that plateau cut the cap to 4, and to 2 at 4x
@@ -87,8 +88,8 @@ KEEP_AT_MOST = 0.9  # a cut keeps at most 90% of the cap ...
 KEEP_AT_LEAST = 0.5  # ... and at least half of it
 RECOVER_BELOW = 0.5  # a median this far from idle toward the target: grow as in slow start
 BURST_BOUND_AT_MOST = 0.5  # the cap bound for at most this share of the window: bursts
-PAYOFF_SHARE = 0.5  # a cut by x must lower the median by at least this share of x ...
-LIFT_AT_MOST = 1.5  # ... else the target rises to the plateau, by at most this factor
+PAYOFF_SHARE = 0.5  # a cut by x must move the median by at least this share of x ...
+MULTIPLE_AT_MOST = 2.25  # ... else the idle multiple rises to the plateau, up to this
 DEFAULT_CEILING = 256  # no fixed cap set: the adaptive one stops here
 
 
@@ -122,8 +123,8 @@ class AdaptiveCap:
     last_cut_at: float = field(default=-math.inf, init=False)
     last_cut: CapCut | None = field(default=None, init=False)
     cuts: int = field(default=0, init=False)
-    lift: float = field(default=1.0, init=False)  # the learned target's plateau factor
-    _judging: tuple[float, float, float] | None = field(default=None, init=False, repr=False)
+    multiple: float = field(default=IDLE_MULTIPLE, init=False)  # raised on a plateau
+    _judging: tuple[float, float] | None = field(default=None, init=False, repr=False)
     _raised_for_room: bool = field(default=False, init=False, repr=False)  # since a first token
 
     def __post_init__(self) -> None:
@@ -147,7 +148,7 @@ class AdaptiveCap:
         if self.idle_ttft_s is None:
             return None  # no idle request yet: the cap holds at its seed
         scale = self._allowance(prompt_tokens)
-        return max(IDLE_MULTIPLE * self.idle_ttft_s, self.idle_tail_s) * self.lift * scale
+        return max(self.multiple * self.idle_ttft_s, self.idle_tail_s) * scale
 
     def on_first_token(
         self,
@@ -172,8 +173,9 @@ class AdaptiveCap:
             return  # admitted under the cap before the last cut: already acted on
         self._recent.append(ttft_s / self._allowance(prompt_tokens))
         median = statistics.median(self._recent)
-        if len(self._recent) >= WINDOW // 2 and self._undo_a_cut_that_did_not_pay(median, now):
-            return  # a new window at the restored cap judges it against the new target
+        if len(self._recent) >= WINDOW // 2 and self._judging is not None:
+            self._judge_the_last_cut(median)
+            target = self.target_s() or target
         if len(self._recent) >= WINDOW // 2 and median > target:
             kept = min(KEEP_AT_MOST, max(KEEP_AT_LEAST, target / median))
             why = (
@@ -183,7 +185,7 @@ class AdaptiveCap:
             before = self.limit
             self._cut(self.limit * kept, now, "slow_first_tokens", why)
             if self.slo_s <= 0:  # a learned target can be wrong; an operator's stands
-                self._judging = (before, median, self.limit / before)
+                self._judging = (median, self.limit / before)
         elif at_cap and self._recent[-1] <= target:
             fast = self.cuts == 0 or self._has_clear_room(median, target)
             step = 1.0 if fast else 1.0 / self.limit
@@ -224,25 +226,18 @@ class AdaptiveCap:
             probe = -2  # the next cut needs two more queued probes in a row
         self._queued_probe = probe
 
-    def _undo_a_cut_that_did_not_pay(self, median: float, now: float) -> bool:
+    def _judge_the_last_cut(self, median: float) -> None:
         """Judge the last cut on the half window admitted after it: where the median moved
         by less than `PAYOFF_SHARE` of the cut's share (it neither fell as latency that
         follows concurrency would, nor rose as it does when the load grows past the cut),
-        restore the cap and raise the target to the median the cut was made at; whether
-        it did."""
-        judging, learned = self._judging, self.target_s()
-        self._judging = None
-        if judging is None or learned is None:
-            return False
-        before, median_at_cut, kept = judging
+        raise the idle multiple so the target is the median the cut was made at."""
+        if self._judging is None or self.idle_ttft_s is None:
+            return
+        (median_at_cut, kept), self._judging = self._judging, None
         band = PAYOFF_SHARE * (1 - kept)
-        if not median_at_cut * (1 - band) <= median <= median_at_cut * (1 + band):
-            return False  # the cut paid, or the load grew past it: not a plateau
-        self.lift = min(LIFT_AT_MOST, self.lift * max(1.0, median_at_cut / learned))
-        self.limit = min(float(self.ceiling), max(self.limit, before))
-        self.last_cut_at = now
-        self._recent.clear()
-        return True
+        if median_at_cut * (1 - band) <= median <= median_at_cut * (1 + band):
+            plateau = median_at_cut / self.idle_ttft_s
+            self.multiple = min(MULTIPLE_AT_MOST, max(self.multiple, plateau))
 
     def _has_clear_room(self, median: float, target: float) -> bool:
         """Whether a full enough window's median sits in the lower `RECOVER_BELOW` of the
