@@ -51,10 +51,10 @@ fixed ratio.
   tokens is compared with the window that made it: if the median moved by less than
   `PAYOFF_SHARE` of the cut's share either way (a cut to 0.8 of the cap that left the
   median within 10% of where it was), latency was not following concurrency there, and
-  the idle multiple rises so the target is the median the cut was made at (up to
-  `MULTIPLE_AT_MOST`, for good: the plateau is the engine's). The cut stands; the cap
-  grows back under the new target. A median that rose past that band is load growing
-  past the cut. As
+  the idle multiple rises so the target is the median the cut was made at (for good: the
+  plateau is the engine's), where that median is within `MULTIPLE_AT_MOST` times idle.
+  The cut stands; the cap grows back under the new target. A median that rose past that
+  band is load growing past the cut. As
   measured on SGLang on a fast CPU phase, TTFT steps from idle to a plateau as soon as a
   few requests run (the engine's step, not a queue) and stays there from 4 to 8 in flight
   while throughput rises; a target under that plateau cut the cap to 4, and to 2 at 4x
@@ -230,14 +230,19 @@ class AdaptiveCap:
         """Judge the last cut on the half window admitted after it: where the median moved
         by less than `PAYOFF_SHARE` of the cut's share (it neither fell as latency that
         follows concurrency would, nor rose as it does when the load grows past the cut),
-        raise the idle multiple so the target is the median the cut was made at."""
+        raise the idle multiple so the target is the median the cut was made at. A median
+        over `MULTIPLE_AT_MOST` times idle is not a plateau: as measured, a warm-up's cut
+        (89 ms against 28 idle) raised the target to its bound for the whole run, and the
+        admitted p99 at 2x load was 3x unloaded."""
         if self._judging is None or self.idle_ttft_s is None:
             return
         (median_at_cut, kept), self._judging = self._judging, None
         band = PAYOFF_SHARE * (1 - kept)
+        plateau = median_at_cut / self.idle_ttft_s
+        if plateau > MULTIPLE_AT_MOST:
+            return  # too far over idle for a plateau: a queue, a stall or a warm-up
         if median_at_cut * (1 - band) <= median <= median_at_cut * (1 + band):
-            plateau = median_at_cut / self.idle_ttft_s
-            self.multiple = min(MULTIPLE_AT_MOST, max(self.multiple, plateau))
+            self.multiple = max(self.multiple, plateau)
 
     def _has_clear_room(self, median: float, target: float) -> bool:
         """Whether a full enough window's median sits in the lower `RECOVER_BELOW` of the

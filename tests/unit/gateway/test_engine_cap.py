@@ -277,9 +277,10 @@ def test_where_first_tokens_follow_concurrency_a_cut_pays_and_stands() -> None:
     assert cap.value <= 8 and cap.target_s() == TARGET  # the cut paid: the target stands
 
 
-def test_a_plateau_raises_the_idle_multiple_to_at_most_its_bound() -> None:
+def test_a_cut_far_over_idle_is_not_a_plateau_and_raises_nothing() -> None:
     cap = AdaptiveCap(seed=8)
     _idle(cap, IDLE)
-    now = _at_cap(cap, lambda running: 3 * TARGET, 8, start=0.0)  # flat and far over
-    _at_cap(cap, lambda running: 3 * TARGET, 8 + 4, start=now)  # a few admitted before it
-    assert cap.target_s() == pytest.approx(MULTIPLE_AT_MOST * IDLE)
+    far = 1.1 * MULTIPLE_AT_MOST * IDLE  # a warm-up, a stall or a queue: flat for a while
+    now = _at_cap(cap, lambda running: far, 8, start=0.0)
+    _at_cap(cap, lambda running: far, 8 + 4, start=now)  # a few admitted before the cut
+    assert cap.target_s() == TARGET and cap.cuts == 2
