@@ -54,12 +54,11 @@ fixed ratio.
   the idle multiple rises so the target is the median the cut was made at (for good: the
   plateau is the engine's), where that median is within `MULTIPLE_AT_MOST` times idle.
   The cut stands; the cap grows back under the new target. A median that rose past that
-  band is load growing past the cut. As
-  measured on SGLang on a fast CPU phase, TTFT steps from idle to a plateau as soon as a
-  few requests run (the engine's step, not a queue) and stays there from 4 to 8 in flight
-  while throughput rises; a target under that plateau cut the cap to 4, and to 2 at 4x
-  load, with no lower median and a third less goodput. Where TTFT does follow concurrency
-  the cut pays and stands.
+  band is load growing past the cut. As measured on SGLang on a fast CPU phase, TTFT
+  steps from idle to a plateau as soon as a few requests run (the engine's step, not a
+  queue) and stays there from 4 to 8 in flight while throughput rises; a target under
+  that plateau cut the cap to 4, and to 2 at 4x load, with no lower median and a third
+  less goodput. Where TTFT does follow concurrency the cut pays and nothing changes.
 - **Start**: until the first idle request there is no target, and the cap holds at its
   seed: neither raised nor cut. A process started into load would otherwise learn its
   target from the fastest TTFT of a cold, crowded engine (as measured, the stand-in cut a
@@ -89,7 +88,7 @@ KEEP_AT_LEAST = 0.5  # ... and at least half of it
 RECOVER_BELOW = 0.5  # a median this far from idle toward the target: grow as in slow start
 BURST_BOUND_AT_MOST = 0.5  # the cap bound for at most this share of the window: bursts
 PAYOFF_SHARE = 0.5  # a cut by x must move the median by at least this share of x ...
-MULTIPLE_AT_MOST = 2.25  # ... else the idle multiple rises to the plateau, up to this
+MULTIPLE_AT_MOST = 2.25  # ... else the idle multiple rises to a plateau this far over idle
 DEFAULT_CEILING = 256  # no fixed cap set: the adaptive one stops here
 
 
