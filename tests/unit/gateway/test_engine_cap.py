@@ -102,7 +102,7 @@ def test_after_a_cut_a_cap_with_clear_room_recovers_as_in_slow_start() -> None:
     cap = AdaptiveCap(seed=12)
     _idle(cap, IDLE)
     _slow(cap, 8, admitted_at=0.0)
-    _slow(cap, 8, admitted_at=1.0, ttft_s=0.3)  # a 4x burst: 12 -> 6 (it paid) -> 3
+    _slow(cap, 8, admitted_at=1.0)  # a 4x burst: 12 -> 6 -> 3
     assert cap.cuts == 2 and cap.value == 3
     near_idle = 1.1 * IDLE  # the burst is over: first tokens as fast as on an idle engine
     _served(cap, near_idle, 8 + 9, start=2.0)  # a half window to trust its median, then 9
@@ -112,7 +112,7 @@ def test_after_a_cut_a_cap_with_clear_room_recovers_as_in_slow_start() -> None:
     edge = AdaptiveCap(seed=12)
     _idle(edge, IDLE)
     _slow(edge, 8, admitted_at=0.0)
-    _slow(edge, 8, admitted_at=1.0, ttft_s=0.3)
+    _slow(edge, 8, admitted_at=1.0)
     _served(edge, 0.95 * TARGET, 8 + 9, start=2.0)
     assert edge.value <= 6
 
@@ -153,10 +153,10 @@ def test_requests_below_the_cap_do_not_raise_it() -> None:
     assert cap.value == 4
 
 
-def _slow(cap: AdaptiveCap, n: int, admitted_at: float, ttft_s: float = 0.5) -> None:
+def _slow(cap: AdaptiveCap, n: int, admitted_at: float) -> None:
     for i in range(n):
         at = admitted_at + 0.01 * i
-        cap.on_first_token(ttft_s, admitted_at=at, idle=False, at_cap=True, now=at + ttft_s)
+        cap.on_first_token(0.5, admitted_at=at, idle=False, at_cap=True, now=at + 0.5)
 
 
 def test_a_slow_tail_among_fast_first_tokens_is_jitter_and_cuts_nothing() -> None:
@@ -190,7 +190,7 @@ def test_a_median_over_the_target_cuts_in_proportion_once_per_round_of_admission
 
 
 def test_the_cap_stays_within_its_floor_and_ceiling() -> None:
-    cap = AdaptiveCap(seed=4, ceiling=6, floor=2, slo_s=TARGET)
+    cap = AdaptiveCap(seed=4, ceiling=6, floor=2)
     _idle(cap, 0.05)
     _served(cap, 0.06, 200)
     assert cap.value == 6
