@@ -88,7 +88,7 @@ ENGINE_CAP_TARGET = Gauge(
 ENGINE_CAP_CUTS = Counter(
     "loraplex_engine_in_flight_cap_cuts",
     "Times this API process cut an engine's adaptive cap, by reason "
-    "(slow_first_tokens | engine_queue).",
+    "(slow_first_tokens | slow_tail | engine_queue).",
     ["engine", "reason"],
 )
 ADMISSION_REJECTIONS = Counter(

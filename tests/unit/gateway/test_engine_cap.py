@@ -9,8 +9,10 @@ import pytest
 
 from loraplex.gateway.admission.engine_cap import (
     IDLE_MULTIPLE,
+    KEEP_AT_LEAST,
     KEEP_AT_MOST,
     MULTIPLE_AT_MOST,
+    TAIL_MULTIPLE,
     WINDOW,
     AdaptiveCap,
 )
@@ -166,6 +168,47 @@ def test_a_slow_tail_among_fast_first_tokens_is_jitter_and_cuts_nothing() -> Non
     grown = cap.value
     _slow(cap, 7, admitted_at=10.0)  # 7 of the last 16: the median is still in time
     assert cap.cuts == 0 and cap.value == grown
+
+
+def _with_a_known_idle_tail(seed: int) -> AdaptiveCap:
+    cap = AdaptiveCap(seed=seed, floor=1)
+    for ttft in [IDLE] * 9 + [1.2 * IDLE]:  # enough idle requests for their 90th percentile
+        _idle(cap, ttft)
+    return cap
+
+
+def test_a_window_whose_tail_runs_past_twice_the_idle_tail_cuts_the_cap() -> None:
+    cap = _with_a_known_idle_tail(seed=4)
+    now = _served(cap, 0.06, 30)
+    grown = cap.limit
+    # In time at the median, but two of the last 16 first tokens are 4x the idle tail:
+    # the window's 90th percentile is over twice the idle one.
+    for i in range(2):
+        ttft = 2 * TAIL_MULTIPLE * cap.idle_tail_s
+        at = now + 0.1 * (i + 1)
+        cap.on_first_token(ttft, admitted_at=at, idle=False, at_cap=True, now=at + ttft)
+    assert cap.cuts == 1 and cap.last_cut is not None and cap.last_cut.reason == "slow_tail"
+    assert KEEP_AT_LEAST * grown <= cap.limit <= KEEP_AT_MOST * grown
+
+
+def test_one_slow_first_token_in_a_window_is_jitter_and_cuts_nothing() -> None:
+    cap = _with_a_known_idle_tail(seed=4)
+    now = _served(cap, 0.06, 30)
+    grown = cap.value
+    cap.on_first_token(1.0, admitted_at=now + 0.1, idle=False, at_cap=True, now=now + 1.1)
+    _served(cap, 0.06, WINDOW - 1, start=now + 0.1)
+    assert cap.cuts == 0 and cap.value >= grown
+
+
+def test_an_explicit_slo_holds_the_median_only() -> None:
+    cap = AdaptiveCap(seed=4, slo_s=0.5)
+    for _ in range(10):
+        _idle(cap, IDLE)
+    now = _served(cap, 0.06, 30)
+    for i in range(WINDOW):  # a long tail, within what the operator's SLO allows
+        ttft = 0.4 if i % 4 == 3 else 0.06
+        cap.on_first_token(ttft, admitted_at=now + i, idle=False, at_cap=True, now=now + i + ttft)
+    assert cap.tail_target_s() is None and cap.cuts == 0
 
 
 def test_a_median_over_the_target_cuts_in_proportion_once_per_round_of_admissions() -> None:
