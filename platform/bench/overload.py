@@ -38,6 +38,7 @@ from pathlib import Path
 import aiohttp
 import click
 import httpx
+from prometheus_client.parser import text_string_to_metric_families
 
 from loraplex.bench.api import operator_key
 from loraplex.bench.gateway import KIND_OPTION, _setup
@@ -350,7 +351,7 @@ def _measure(
             asyncio.run(
                 closed_loop(on_url, key, WARM_UP_STREAMS, WARM_UP_S, max_tokens, logit_bias=bias)
             )
-            cuts = 0
+            cuts: dict[str, float] = {}
             for factor in (0.5, 1.0, 2.0, 4.0):
                 for mode, url, pid in (("off", off_url, off_pid), ("on", on_url, on_pid)):
                     api_cpu = cpu_seconds(pid)
@@ -367,7 +368,7 @@ def _measure(
                     }
                     if mode == "on":
                         row.update(_cap_state(url, operator, engine.url, cuts))
-                        cuts = row["cap_cuts_total"]
+                        cuts = row["cap_cuts_by_reason"]
                     rows.append(row)
             rows.extend(
                 _noisy_neighbour(
@@ -487,18 +488,39 @@ def _confirmed(
     return rate, out, held and out.p(0.99) <= slo_ms
 
 
-def _cap_state(url: str, operator: str, engine_url: str, cuts_before: int = 0) -> dict:
+def _cap_state(
+    url: str, operator: str, engine_url: str, before: dict[str, float] | None = None
+) -> dict:
     """The in-flight cap the API process at `url` holds for the engine now, how many times
-    it was cut since `cuts_before` was read, and the last cut with its reason."""
+    it was cut since `before` (an earlier state's `cap_cuts_by_reason`), by reason, and the
+    last cut with its figures."""
     ops = {"Authorization": f"Bearer {operator}"}
     rows = httpx.get(f"{url}/api/v1/engines", params={"page_size": 100}, headers=ops).json()
     live = next((r["live"] for r in rows["items"] if r["url"] == engine_url and r.get("live")), {})
-    cuts = live.get("in_flight_cap_cuts") or 0
+    by_reason = _cuts_by_reason(httpx.get(f"{url}/metrics").text)
+    since = {
+        reason: n - (before or {}).get(reason, 0)
+        for reason, n in by_reason.items()
+        if n > (before or {}).get(reason, 0)
+    }
     return {
         "cap": live.get("in_flight_cap"),
-        "cap_cuts": cuts - cuts_before,
-        "cap_cuts_total": cuts,
+        "cap_cuts": round(sum(since.values())),
+        "cap_cuts_since": since,
+        "cap_cuts_by_reason": by_reason,
         "cap_last_cut": live.get("in_flight_cap_last_cut"),
+    }
+
+
+def _cuts_by_reason(metrics_text: str) -> dict[str, float]:
+    """The cap cuts an API process counted, by reason, from its Prometheus text (one engine
+    is measured)."""
+    return {
+        sample.labels["reason"]: sample.value
+        for family in text_string_to_metric_families(metrics_text)
+        if family.name == "loraplex_engine_in_flight_cap_cuts"
+        for sample in family.samples
+        if sample.name.endswith("_total")
     }
 
 
@@ -595,6 +617,9 @@ def _print(rows: list[dict]) -> None:
         )
     for r in rows:  # why the cap fell, where it was cut
         if r.get("cap_cuts") or (r.get("cap_last_cut") and "tenant" in r):
+            reasons = ", ".join(f"{n:g} {why}" for why, n in r.get("cap_cuts_since", {}).items())
             click.echo(
-                f"{r['level']} {r.get('tenant', '')}: the cap's last cut {r['cap_last_cut']}"
+                f"{r['level']} {r.get('tenant', '')}: "
+                + (f"cuts {reasons}; " if reasons else "")
+                + f"the cap's last cut {r['cap_last_cut']}"
             )
