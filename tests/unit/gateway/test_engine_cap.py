@@ -181,14 +181,26 @@ def test_a_window_whose_tail_runs_past_twice_the_idle_tail_cuts_the_cap() -> Non
     cap = _with_a_known_idle_tail(seed=4)
     now = _served(cap, 0.06, 30)
     grown = cap.limit
-    # In time at the median, but two of the last 16 first tokens are 4x the idle tail:
-    # the window's 90th percentile is over twice the idle one.
+    # In time at the median, but two first tokens in a row are 4x the idle tail.
     for i in range(2):
         ttft = 2 * TAIL_MULTIPLE * cap.idle_tail_s
         at = now + 0.1 * (i + 1)
         cap.on_first_token(ttft, admitted_at=at, idle=False, at_cap=True, now=at + ttft)
     assert cap.cuts == 1 and cap.last_cut is not None and cap.last_cut.reason == "slow_tail"
     assert KEEP_AT_LEAST * grown <= cap.limit <= KEEP_AT_MOST * grown
+
+
+def test_two_misses_of_the_tail_target_cut_though_far_apart() -> None:
+    # A p99 is the second slowest of a hundred: two misses 40 requests apart cut the cap,
+    # though no window of 16 ever held more than one.
+    cap = _with_a_known_idle_tail(seed=4)
+    now = _served(cap, 0.06, 30)
+    miss = 1.5 * TAIL_MULTIPLE * cap.idle_tail_s
+    cap.on_first_token(miss, admitted_at=now + 0.1, idle=False, at_cap=True, now=now + 0.2)
+    now = _served(cap, 0.06, 40, start=now + 0.1)
+    assert cap.cuts == 0
+    cap.on_first_token(miss, admitted_at=now + 0.1, idle=False, at_cap=True, now=now + 0.2)
+    assert cap.cuts == 1 and cap.last_cut is not None and cap.last_cut.reason == "slow_tail"
 
 
 def test_one_slow_first_token_in_a_window_is_jitter_and_cuts_nothing() -> None:
