@@ -132,8 +132,8 @@ class Settings:
     # then only bounds it from above.
     engine_adaptive_cap: bool = True
     # The TTFT the adaptive cap holds the median of recent requests to; 0: learned, the
-    # larger of 1.5x the median and the 90th percentile (from 10 of them) of the TTFT of
-    # requests that found the engine idle.
+    # larger of 2x the median and the 90th percentile (from 10 of them) of the TTFT of
+    # requests that found the engine idle, and the tail (docs/admission.md) cuts it too.
     engine_ttft_slo_s: float = 0.0
     concurrency_lease_s: float = 15.0  # a crashed API process frees its slots within this
     # How long an admission decision may wait for Redis before `ratelimit_fail_mode` applies.

@@ -296,10 +296,10 @@ def test_a_cut_of_the_adaptive_cap_is_shown_with_its_reason_and_counted() -> Non
 
     assert engine.cap_cuts == 1 and engine.cap_last_cut_at is not None
     assert engine.cap_last_cut.startswith("4 -> 2: median TTFT")  # kept at least half
-    assert "over the 75 ms target" in engine.cap_last_cut
-    assert engine.cap_target_ms == 75.0  # shown beside the cap, and as a gauge
+    assert "over the 100 ms target" in engine.cap_last_cut
+    assert engine.cap_target_ms == 100.0  # shown beside the cap, and as a gauge
     target = REGISTRY.get_sample_value("loraplex_engine_ttft_target_seconds", {"engine": "e"})
-    assert target == pytest.approx(0.075)
+    assert target == pytest.approx(0.1)
     after = REGISTRY.get_sample_value("loraplex_engine_in_flight_cap_cuts_total", labels)
     assert after == before + 1
 
