@@ -41,10 +41,10 @@ fixed ratio.
   And a request about to be shed raises the cap by one instead (`raise_for_room`), at
   most once per first token seen, where the engine has clear room or where the load is
   bursts, not a flood: the window's median meets the target and the cap bound for at most
-  half of the recent requests (`BURST_BOUND_AT_MOST`). So a light tenant's Poisson bursts
-  are not refused by a cap left low: growth on served requests needs the cap to bind,
-  which a light load seldom does. A flood binds the cap for nearly every request and
-  gets no such raise.
+  half of the recent requests (`BURST_BOUND_AT_MOST`). So a light tenant's Poisson
+  bursts are not refused by a cap left low: growth on served requests needs the cap to
+  bind, which a light load seldom does. A flood binds the cap for nearly every request
+  and gets no such raise. A tail miss (below) since the last cut means no clear room.
 - **Decrease**: when the window's median is over the target, the cap is cut in proportion,
   `target / median`, keeping between `KEEP_AT_LEAST` and `KEEP_AT_MOST` of itself. Only a
   request admitted after the last cut can cut again, and a cut starts a new window, so one
@@ -295,9 +295,14 @@ class AdaptiveCap:
 
     def _has_clear_room(self, median: float, target: float) -> bool:
         """Whether a full enough window's median sits in the lower `RECOVER_BELOW` of the
-        span from the idle TTFT to the target."""
+        span from the idle TTFT to the target, with no tail miss since the last cut (as
+        measured, a cap cut for its tail grew back from 17 to 22 in a few requests, and
+        the next misses came with it)."""
         idle = self.idle_ttft_s
         if idle is None or len(self._recent) < WINDOW // 2 or idle >= target:
+            return False
+        tail_target = self.tail_target_s()
+        if tail_target is not None and self._tail and max(self._tail) > tail_target:
             return False
         return median <= idle + RECOVER_BELOW * (target - idle)
 

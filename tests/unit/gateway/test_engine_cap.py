@@ -205,6 +205,20 @@ def test_two_misses_of_the_tail_target_cut_though_far_apart() -> None:
     assert cap.cuts == 1 and cap.last_cut is not None and cap.last_cut.reason == "slow_tail"
 
 
+def test_a_cap_cut_for_its_tail_does_not_grow_back_fast_while_misses_recur() -> None:
+    cap = _with_a_known_idle_tail(seed=4)
+    now = _served(cap, 0.06, 30)
+    miss = 1.5 * TAIL_MULTIPLE * cap.idle_tail_s
+    for i in range(2):
+        at = now + 0.1 * (i + 1)
+        cap.on_first_token(miss, admitted_at=at, idle=False, at_cap=True, now=at + miss)
+    assert cap.cuts == 1
+    cut_to = cap.limit
+    cap.on_first_token(miss, admitted_at=now + 1, idle=False, at_cap=True, now=now + 1 + miss)
+    _served(cap, 0.06, 12, start=now + 1)  # a median in the lower half: clear room but for
+    assert cap.cuts == 1 and cap.limit - cut_to < 2  # the miss: about one per cap served
+
+
 def test_one_slow_first_token_in_a_window_is_jitter_and_cuts_nothing() -> None:
     cap = _with_a_known_idle_tail(seed=4)
     now = _served(cap, 0.06, 30)
