@@ -84,6 +84,7 @@ class Outcome:
     seconds: float  # the measurement window
     ttfts: list[float] = field(default_factory=list)
     ended: list[float] = field(default_factory=list)  # perf_counter when each one ended
+    started: list[float] = field(default_factory=list)  # ... and when it was sent
     refused: dict[str, int] = field(default_factory=dict)  # "503 overloaded" -> how many
     failed: int = 0
     steal: float = float("nan")  # share of the machine's CPU the hypervisor took meanwhile
@@ -112,6 +113,34 @@ class Outcome:
         """Completed requests whose TTFT met `slo_ms`, per second of the window."""
         return sum(1000 * t <= slo_ms for t in self.ttfts) / self.seconds
 
+    def timeline(self) -> list[tuple[float, float]]:
+        """Each completed request's start (seconds from the first one's) and TTFT (ms), in
+        the order they started: to tell a stall (slow requests waiting at the same time)
+        from a queue (slow ones spread through the level)."""
+        if not self.started:
+            return []
+        first = min(self.started)
+        return sorted(
+            (round(at - first, 3), round(1000 * t, 1))
+            for at, t in zip(self.started, self.ttfts, strict=True)
+        )
+
+    def slow_spells(self, slo_ms: float) -> list[tuple[float, int]]:
+        """The requests over `slo_ms`, grouped into spells of overlapping waits for a first
+        token: each spell's start (seconds) and how many it holds. One spell holding several
+        is one stall; many spells of one are a tail spread through the level."""
+        spells: list[tuple[float, int]] = []
+        until = -1.0
+        for at, ttft_ms in self.timeline():
+            if ttft_ms <= slo_ms:
+                continue
+            if spells and at <= until:
+                spells[-1] = (spells[-1][0], spells[-1][1] + 1)
+            else:
+                spells.append((at, 1))
+            until = max(until, at + ttft_ms / 1000)
+        return spells
+
     def ended_by(self, deadline: float) -> Outcome:
         """Only the requests that ended by `deadline` (a closed loop's window)."""
         kept = [i for i, end in enumerate(self.ended) if end <= deadline]
@@ -119,6 +148,7 @@ class Outcome:
             self.seconds,
             [self.ttfts[i] for i in kept],
             [self.ended[i] for i in kept],
+            [self.started[i] for i in kept],
             self.refused,
             self.failed,
             self.steal,
@@ -161,6 +191,7 @@ async def _request(
                     return
             out.ttfts.append(ttft if ttft is not None else time.perf_counter() - started)
             out.ended.append(time.perf_counter())
+            out.started.append(started)
     except (aiohttp.ClientError, TimeoutError, OSError):  # counted; never ends the run
         out.failed += 1
 
@@ -365,6 +396,8 @@ def _measure(
                         "goodput_vs_capacity": out.goodput(slo_ms) / rate,
                         "p99_vs_unloaded": out.p(0.99) / unloaded.p(0.99),
                         **_api_cpu(out, cpu_between(api_cpu, cpu_seconds(pid))),
+                        "slow_spells": out.slow_spells(slo_ms),
+                        "requests": out.timeline(),
                     }
                     if mode == "on":
                         row.update(_cap_state(url, operator, engine.url, cuts))
@@ -615,6 +648,15 @@ def _print(rows: list[dict]) -> None:
             f"{r['steal']:5.1%} "
             f"{r['refused'] or ''}"
         )
+    for r in rows:  # a level's misses: one stall, or a tail spread through the level
+        if spells := r.get("slow_spells"):
+            over = sum(n for _, n in spells)
+            where = ", ".join(f"{n} at {at:.1f} s" for at, n in spells[:6])
+            more = ", ..." if len(spells) > 6 else ""
+            click.echo(
+                f"{r['level']} {r['admission']}: {over} over the SLO in {len(spells)} "
+                f"spell{'s' if len(spells) > 1 else ''} ({where}{more})"
+            )
     for r in rows:  # why the cap fell, where it was cut
         if r.get("cap_cuts") or (r.get("cap_last_cut") and "tenant" in r):
             reasons = ", ".join(f"{n:g} {why}" for why, n in r.get("cap_cuts_since", {}).items())

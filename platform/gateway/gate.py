@@ -55,6 +55,7 @@ from loraplex.gateway.routing import EngineRouter
 from loraplex.observability.metrics import (
     ADMISSION_REJECTIONS,
     ENGINE_CAP_CUTS,
+    ENGINE_CAP_TAIL_TARGET,
     ENGINE_CAP_TARGET,
     ENGINE_IN_FLIGHT_CAP,
     TenantLabeler,
@@ -408,13 +409,16 @@ class EngineGate:
 def _publish_cap(engine_id: str, cap: AdaptiveCap, engine: EngineHandle | None) -> None:
     """Put an engine's cap and its TTFT target where the engines page (its handle, when
     registered here) and the metrics read them."""
-    target = cap.target_s()
+    target, tail = cap.target_s(), cap.tail_target_s()
     if engine is not None:
         engine.in_flight_cap = cap.value
         engine.cap_target_ms = None if target is None else round(target * 1000, 1)
+        engine.cap_tail_target_ms = None if tail is None else round(tail * 1000, 1)
     ENGINE_IN_FLIGHT_CAP.labels(engine_id).set(cap.value)
     if target is not None:
         ENGINE_CAP_TARGET.labels(engine_id).set(target)
+    if tail is not None:
+        ENGINE_CAP_TAIL_TARGET.labels(engine_id).set(tail)
 
 
 def _show_cut(engine: EngineHandle, cuts: int, new: int, cut: CapCut) -> None:

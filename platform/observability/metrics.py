@@ -85,6 +85,12 @@ ENGINE_CAP_TARGET = Gauge(
     "requests unless LORAPLEX_ENGINE_TTFT_SLO_S is set).",
     ["engine"],
 )
+ENGINE_CAP_TAIL_TARGET = Gauge(
+    "loraplex_engine_ttft_tail_target_seconds",
+    "The TTFT over which this API process's adaptive cap counts a first token as a tail "
+    "miss (twice the idle requests' 90th percentile; unset with LORAPLEX_ENGINE_TTFT_SLO_S).",
+    ["engine"],
+)
 ENGINE_CAP_CUTS = Counter(
     "loraplex_engine_in_flight_cap_cuts",
     "Times this API process cut an engine's adaptive cap, by reason "

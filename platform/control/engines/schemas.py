@@ -64,9 +64,11 @@ class EngineLiveOut(Output):
     engine_waiting: float | None = None
     # This API process's admission cap for the engine (adaptive: it moves with TTFT), and
     # the median TTFT it holds the engine to (null with no adaptive cap, or until a first
-    # token when the target is learned).
+    # token when the target is learned), and the TTFT over which a first token is a miss of
+    # its tail (null with an operator's target, or until ten idle requests are in).
     in_flight_cap: int | None = None
     in_flight_cap_target_ms: float | None = None
+    in_flight_cap_tail_target_ms: float | None = None
     # How often that cap has been cut here, and the last cut ("12 -> 6: why") and when.
     in_flight_cap_cuts: int = 0
     in_flight_cap_last_cut: str = ""

@@ -133,9 +133,10 @@ class AdaptiveCap:
     idle_tail_s: float = field(default=0.0, init=False)  # their 90th percentile, once known
     idle_prompt_tokens: float = field(default=0.0, init=False)  # their mean prompt
     _idle: deque[tuple[float, int]] = field(init=False, repr=False)
-    _recent: deque[float] = field(init=False, repr=False)  # TTFT / the prompt's allowance
+    # TTFT / the prompt's allowance of the last `TAIL_WINDOW` admitted since the last cut;
+    # the last `WINDOW` of them are the median's window (`_window`)
+    _tail: deque[float] = field(init=False, repr=False)
     _bound: deque[bool] = field(init=False, repr=False)  # whether the cap bound, per request
-    _tail: deque[float] = field(init=False, repr=False)  # as `_recent`, a longer memory
     _queued_probe: int = field(default=-1, init=False, repr=False)  # last probe with a queue
     last_cut_at: float = field(default=-math.inf, init=False)
     last_cut: CapCut | None = field(default=None, init=False)
@@ -149,7 +150,6 @@ class AdaptiveCap:
         self.floor = min(max(1, self.floor), self.ceiling)
         self.limit = float(min(max(self.floor, self.seed), self.ceiling))
         self._idle = deque(maxlen=IDLE_SAMPLES)
-        self._recent = deque(maxlen=WINDOW)
         self._bound = deque(maxlen=WINDOW)
         self._tail = deque(maxlen=TAIL_WINDOW)
 
@@ -189,16 +189,16 @@ class AdaptiveCap:
         target = self.target_s()
         if target is None or admitted_at <= self.last_cut_at:
             return  # admitted under the cap before the last cut: already acted on
-        self._recent.append(ttft_s / self._allowance(prompt_tokens))
-        self._tail.append(self._recent[-1])
-        median = statistics.median(self._recent)
-        if len(self._recent) >= WINDOW // 2 and self._judging is not None:
+        self._tail.append(ttft_s / self._allowance(prompt_tokens))
+        window = self._window()
+        median = statistics.median(window)
+        if len(window) >= WINDOW // 2 and self._judging is not None:
             self._judge_the_last_cut(median)
             target = self.target_s() or target
-        if len(self._recent) >= WINDOW // 2 and median > target:
+        if len(window) >= WINDOW // 2 and median > target:
             kept = min(KEEP_AT_MOST, max(KEEP_AT_LEAST, target / median))
             why = (
-                f"median TTFT of the last {len(self._recent)} requests "
+                f"median TTFT of the last {len(window)} requests "
                 f"{median * 1000:.0f} ms, over the {target * 1000:.0f} ms target"
             )
             before = self.limit
@@ -207,7 +207,7 @@ class AdaptiveCap:
                 self._judging = (median, self.limit / before)
         elif self._tail_over(target):
             self._cut_for_the_tail(now)
-        elif at_cap and self._recent[-1] <= target:
+        elif at_cap and window[-1] <= target:
             fast = self.cuts == 0 or self._has_clear_room(median, target)
             step = 1.0 if fast else 1.0 / self.limit
             self.limit = min(float(self.ceiling), self.limit + step)
@@ -219,9 +219,10 @@ class AdaptiveCap:
         target = self.target_s()
         if self._raised_for_room or target is None or self.value >= self.ceiling:
             return False
-        if len(self._recent) < WINDOW // 2:
+        window = self._window()
+        if len(window) < WINDOW // 2:
             return False  # too few first tokens since the last cut to go by
-        median = statistics.median(self._recent)
+        median = statistics.median(window)
         if not (self._has_clear_room(median, target) or self._a_burst(median, target)):
             return False
         self.limit = min(float(self.ceiling), self.limit + 1.0)
@@ -294,13 +295,17 @@ class AdaptiveCap:
         """The `TAIL_MISSES`-th slowest first token in the tail window."""
         return heapq.nlargest(TAIL_MISSES, self._tail)[-1]
 
+    def _window(self) -> list[float]:
+        """The last `WINDOW` first tokens admitted since the last cut, oldest first."""
+        return list(self._tail)[-WINDOW:]
+
     def _has_clear_room(self, median: float, target: float) -> bool:
         """Whether a full enough window's median sits in the lower `RECOVER_BELOW` of the
         span from the idle TTFT to the target, with no tail miss since the last cut (as
         measured, a cap rose from 14 to 22.8 through four tail cuts in one 10-s level,
         growing by one per request between them)."""
         idle = self.idle_ttft_s
-        if idle is None or len(self._recent) < WINDOW // 2 or idle >= target:
+        if idle is None or len(self._tail) < WINDOW // 2 or idle >= target:
             return False
         tail_target = self.tail_target_s()
         if tail_target is not None and self._tail and max(self._tail) > tail_target:
@@ -335,6 +340,5 @@ class AdaptiveCap:
         self.limit = max(float(self.floor), to)
         self.last_cut_at, self.cuts = now, self.cuts + 1
         self.last_cut = CapCut(reason, round(before, 1), round(self.limit, 1), why)
-        self._recent.clear()  # the next cut waits for requests admitted under this cap
-        self._tail.clear()
+        self._tail.clear()  # the next cut waits for requests admitted under this cap
         self._judging = None  # judged only when the cut is the last one

@@ -94,7 +94,7 @@ async def test_the_engines_page_and_api_say_when_and_why_the_cap_was_last_cut(
     handle = services_of(app).registry.get(engine_id)
     assert handle is not None
     handle.in_flight_cap, handle.cap_cuts = 6, 2  # as the gate leaves it after two cuts
-    handle.cap_target_ms = 120.0
+    handle.cap_target_ms, handle.cap_tail_target_ms = 120.0, 152.0
     handle.cap_last_cut = "12 -> 6: median TTFT of the last 16 requests 210 ms, over 120 ms"
     handle.cap_last_cut_at = datetime.now(UTC)
     try:
@@ -109,3 +109,5 @@ async def test_the_engines_page_and_api_say_when_and_why_the_cap_was_last_cut(
     assert "cut 2 times, last 12 -&gt; 6: median TTFT" in row[: row.index("</tr>")]
     assert live["in_flight_cap_target_ms"] == 120.0
     assert "TTFT target 120 ms" in row[: row.index("</tr>")]
+    assert live["in_flight_cap_tail_target_ms"] == 152.0
+    assert "tail target 152 ms" in row[: row.index("</tr>")]

@@ -304,6 +304,29 @@ def test_a_cut_of_the_adaptive_cap_is_shown_with_its_reason_and_counted() -> Non
     assert after == before + 1
 
 
+def test_the_tail_target_is_shown_once_ten_idle_requests_are_in() -> None:
+    gate = _gate(in_flight=0, cap=0)
+    gate.adaptive = True
+    engine = gate.router.registry.get("e")
+    assert engine is not None
+    args = dict(stream=True, target=TARGET, prompt_tokens=1, max_tokens=1)
+
+    async def serve_alone(ttfts: list[float]) -> None:
+        for i, ttft_s in enumerate(ttfts):  # one at a time: each finds the engine idle
+            ticket = await gate.admit(uuid.uuid4(), {"priority": 1}, f"r{i}", **args)  # type: ignore[arg-type]
+            async with gate.hold(ticket, TARGET):
+                pass
+            gate.observe("e", 0.5, 1, ttft_s, f"r{i}")
+
+    gate.cap_of(engine)
+    asyncio.run(serve_alone([0.05] * 9))
+    assert engine.cap_tail_target_ms is None  # nine idle requests: no 90th percentile yet
+    asyncio.run(serve_alone([0.08] * 10))
+    assert engine.cap_tail_target_ms == pytest.approx(2 * 80.0, abs=0.5)  # 2x the idle p90
+    gauge = REGISTRY.get_sample_value("loraplex_engine_ttft_tail_target_seconds", {"engine": "e"})
+    assert gauge == pytest.approx(engine.cap_tail_target_ms / 1000)
+
+
 def test_at_the_cap_a_tenant_below_its_share_waits_for_the_next_place_a_heavy_one_is_shed() -> None:
     gate = _gate(in_flight=0, cap=4)
     gate.queue_wait_s = 0.01  # what a tenant at or above its share waits
