@@ -35,6 +35,7 @@ from loraplex.errors import exception_handlers
 from loraplex.finetune.controller import FineTuningController
 from loraplex.gateway.controller import InferenceController
 from loraplex.gateway.responses_controller import ResponsesController
+from loraplex.observability.gc_pauses import count_pauses, freeze_the_startup_heap
 from loraplex.services import running_services
 from loraplex.settings import Settings
 from loraplex.web.app import WEB_PATHS, template_config, web_router
@@ -77,6 +78,9 @@ def create_app(settings: Settings | None = None) -> Litestar:
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
         async with running_services(settings, db) as services:
             app.state.services = services
+            count_pauses()
+            frozen = freeze_the_startup_heap()
+            log.info("garbage collector: %d objects of start-up exempted", frozen)
             try:
                 yield
             finally:

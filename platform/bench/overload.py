@@ -47,6 +47,7 @@ from loraplex.bench.server import api_process, without_shedding
 from loraplex.bench.steal import CpuTimes, steal_share
 from loraplex.bench.tenants import tenant_key
 from loraplex.dev.partial_characters import steady_stream_bias
+from loraplex.observability.gc_pauses import freeze_the_startup_heap
 from loraplex.serving.engines.http_driver import iter_sse_data
 from loraplex.serving.engines.launcher import EngineConfig, EngineInfo, start_engine
 from loraplex.settings import Settings
@@ -316,6 +317,9 @@ def _measure(
 ) -> list[dict]:
     """Capacity, then each load level with admission off and on, then the noisy neighbour."""
     operator = operator_key(settings)
+    # The load generator is the measuring instrument: a collection of its start-up heap
+    # would hold back the first tokens it times (as in the API process, gc_pauses).
+    freeze_the_startup_heap()
     # The dev model's partial characters would stall streams at random (bench gateway).
     bias = steady_stream_bias(Path(info.model_dir))
     # The TTFT-estimate shedding is off in both: the cap (or nothing) is what is compared.
@@ -385,7 +389,7 @@ def _measure(
             cuts: dict[str, float] = {}
             for factor in (0.5, 1.0, 2.0, 4.0):
                 for mode, url, pid in (("off", off_url, off_pid), ("on", on_url, on_pid)):
-                    api_cpu = cpu_seconds(pid)
+                    api_cpu, api_gc = cpu_seconds(pid), _gc_paused(url)
                     out = asyncio.run(
                         open_loop(url, key, factor * rate, seconds, max_tokens, logit_bias=bias)
                     )
@@ -396,6 +400,7 @@ def _measure(
                         "goodput_vs_capacity": out.goodput(slo_ms) / rate,
                         "p99_vs_unloaded": out.p(0.99) / unloaded.p(0.99),
                         **_api_cpu(out, cpu_between(api_cpu, cpu_seconds(pid))),
+                        **_api_gc(api_gc, _gc_paused(url)),
                         "slow_spells": out.slow_spells(slo_ms),
                         "requests": out.timeline(),
                     }
@@ -557,6 +562,20 @@ def _cuts_by_reason(metrics_text: str) -> dict[str, float]:
     }
 
 
+def _gc_paused(url: str) -> tuple[float, float]:
+    """How many collections of its older generations the API process at `url` has made,
+    and their seconds in all (its `loraplex_gc_pause_seconds`)."""
+    families = text_string_to_metric_families(httpx.get(f"{url}/metrics").text)
+    samples = [s for f in families if f.name == "loraplex_gc_pause_seconds" for s in f.samples]
+    count = sum(s.value for s in samples if s.name.endswith("_count"))
+    return count, sum(s.value for s in samples if s.name.endswith("_sum"))
+
+
+def _api_gc(before: tuple[float, float], after: tuple[float, float]) -> dict:
+    """The API process's garbage-collector pauses over a level: how many, and in all."""
+    return {"api_gc_pauses": after[0] - before[0], "api_gc_ms": 1000 * (after[1] - before[1])}
+
+
 def _api_cpu(out: Outcome, cpu_s: float) -> dict:
     """The API process's CPU over a level: cores busy, and milliseconds per request offered."""
     return {
@@ -655,7 +674,9 @@ def _print(rows: list[dict]) -> None:
             more = ", ..." if len(spells) > 6 else ""
             click.echo(
                 f"{r['level']} {r['admission']}: {over} over the SLO in {len(spells)} "
-                f"spell{'s' if len(spells) > 1 else ''} ({where}{more})"
+                f"spell{'s' if len(spells) > 1 else ''} ({where}{more}); the API's "
+                f"garbage collector paused it {r['api_gc_pauses']:.0f} times, "
+                f"{r['api_gc_ms']:.0f} ms in all"
             )
     for r in rows:  # why the cap fell, where it was cut
         if r.get("cap_cuts") or (r.get("cap_last_cut") and "tenant" in r):

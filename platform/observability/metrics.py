@@ -85,6 +85,13 @@ ENGINE_CAP_TARGET = Gauge(
     "requests unless LORAPLEX_ENGINE_TTFT_SLO_S is set).",
     ["engine"],
 )
+GC_PAUSE = Histogram(
+    "loraplex_gc_pause_seconds",
+    "Collections of Python's garbage collector in this process, by generation (1 or 2, the "
+    "oldest); the event loop and every stream on it wait meanwhile.",
+    ["generation"],
+    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0),
+)
 ENGINE_CAP_TAIL_TARGET = Gauge(
     "loraplex_engine_ttft_tail_target_seconds",
     "The TTFT over which this API process's adaptive cap counts a first token as a tail "
