@@ -219,6 +219,22 @@ def test_a_cap_cut_for_its_tail_does_not_grow_back_fast_while_misses_recur() -> 
     assert cap.cuts == 1 and cap.limit - cut_to < 2  # the miss: about one per cap served
 
 
+def test_where_median_and_tail_are_both_over_the_cut_follows_the_deeper() -> None:
+    # As measured at 2x load: a median a hair over its target cut the cap by a tenth at a
+    # time, each cut starting a new tail window, while the p99 ran at 1.6x the median.
+    cap = _with_a_known_idle_tail(seed=4)
+    tail_target = cap.tail_target_s()
+    assert tail_target is not None and tail_target > 1.01 * TARGET
+    # The window also holds the ten idle requests: with seven first tokens just over the
+    # target and then two misses, its median and its tail go over at the same request.
+    ttfts = [1.01 * TARGET] * (WINDOW // 2 - 1) + [2 * tail_target] * 2
+    for i, ttft in enumerate(ttfts):
+        at = 0.1 * (i + 1)
+        cap.on_first_token(ttft, admitted_at=at, idle=False, at_cap=True, now=at + ttft)
+    assert cap.cuts == 1 and cap.last_cut is not None and cap.last_cut.reason == "slow_tail"
+    assert cap.limit == KEEP_AT_LEAST * 4  # not the median's 0.9 of it
+
+
 def test_one_slow_first_token_in_a_window_is_jitter_and_cuts_nothing() -> None:
     cap = _with_a_known_idle_tail(seed=4)
     now = _served(cap, 0.06, 30)
