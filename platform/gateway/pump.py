@@ -78,6 +78,9 @@ class EngineRun:
     # Called once the engine request is sent (and again, harmlessly, when the pump ends):
     # the request stops being urgent (gateway/lane.py).
     on_sent: Callable[[], None] = lambda: None
+    # Called with the engine's id and the TTFT when the first token is in: the engine's
+    # admission cap learns from it then, not a whole stream later (gateway/gate.py).
+    on_first_token: Callable[[str, float], None] = lambda engine_id, ttft_s: None
 
 
 class _PhaseTimeout(Exception):
@@ -189,6 +192,7 @@ async def _first_token(
             raise
         job.engine_name, job.engine_id = ready.engine.name, ready.engine.id
         buffer.first_token_at = clock()
+        job.on_first_token(ready.engine.id, buffer.first_token_at - job.started_at)
         if _feed(buffer, chunk):
             await _end(attempt, buffer)
             return None

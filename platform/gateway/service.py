@@ -8,6 +8,7 @@ pump ends — also for streams that were cut.
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -205,6 +206,7 @@ class Gateway:
             time.monotonic(),
             received_at=call.received_at,
             on_sent=call.urgent.done if call.urgent is not None else _nothing,
+            on_first_token=functools.partial(self.gate.first_token, request_id=call.request_id),
         )
         buffer = StreamBuffer(max_bytes=self.limits.buffer_bytes, choices=call.request.choices)
         task = asyncio.create_task(self._run(job, buffer, call))

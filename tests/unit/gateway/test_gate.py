@@ -327,6 +327,25 @@ def test_the_tail_target_is_shown_once_ten_idle_requests_are_in() -> None:
     assert gauge == pytest.approx(engine.cap_tail_target_ms / 1000)
 
 
+def test_the_cap_learns_from_a_first_token_before_its_request_ends_and_only_once() -> None:
+    gate = _gate(in_flight=0, cap=0)
+    gate.adaptive = True
+    engine = gate.router.registry.get("e")
+    assert engine is not None
+    args = dict(stream=True, target=TARGET, prompt_tokens=1, max_tokens=1)
+
+    async def serve() -> None:
+        ticket = await gate.admit(uuid.uuid4(), {"priority": 1}, "r", **args)  # type: ignore[arg-type]
+        async with gate.hold(ticket, TARGET):
+            gate.first_token("e", 0.05, request_id="r")  # the stream is still running
+            assert engine.cap_target_ms == 100.0  # an idle request's TTFT taught it
+        gate.observe("e", 0.5, 1, 0.5, "r")  # the end, with the same request: not again
+
+    gate.cap_of(engine)
+    asyncio.run(serve())
+    assert gate.caps["e"].idle_ttft_s == 0.05
+
+
 def test_at_the_cap_a_tenant_below_its_share_waits_for_the_next_place_a_heavy_one_is_shed() -> None:
     gate = _gate(in_flight=0, cap=4)
     gate.queue_wait_s = 0.01  # what a tenant at or above its share waits

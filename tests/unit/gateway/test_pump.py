@@ -136,6 +136,21 @@ async def test_a_stream_is_relayed_to_its_finish() -> None:
     assert (taken.text, taken.finish_reason, buffer.completion_tokens) == ("Hello!", "stop", 3)
 
 
+async def test_the_first_token_is_reported_while_the_stream_still_runs() -> None:
+    job, heard = _job(), []
+    job.on_first_token = lambda engine_id, ttft_s: heard.append((engine_id, ttft_s, job))
+    slow = ScriptedDriver("a", ["Hel", "lo", "!"], delay_s=0.05)
+    buffer = StreamBuffer(max_bytes=1 << 20)
+    task = asyncio.create_task(pump(job, buffer, _router(slow)))
+    while not heard:
+        await asyncio.sleep(0.005)
+    assert not task.done()  # heard before the stream ended: the cap learns from it now
+    await task
+    assert len(heard) == 1 and heard[0][0] == "e0"
+    assert buffer.first_token_at is not None
+    assert heard[0][1] == pytest.approx(buffer.first_token_at - job.started_at)
+
+
 async def test_an_engine_failing_before_the_first_token_is_replaced_by_another() -> None:
     broken, healthy = ScriptedDriver("a", [], fail_before_first=True), ScriptedDriver("b", ["ok"])
     router = _router(broken, healthy)
