@@ -102,6 +102,24 @@ def sum_samples(text: str) -> dict[str, float]:
     return totals
 
 
+def samples_named(text: str, names: tuple[str, ...]) -> dict[str, float]:
+    """The samples called `names` in Prometheus text, each summed over its label sets,
+    without parsing the rest: an engine's page is ~80 KB of histograms, and parsing all of
+    it (`sum_samples`) took ~46 ms of the event loop on the development VM, every probe."""
+    totals = dict.fromkeys(names, 0.0)
+    for line in text.splitlines():
+        if not line.startswith(names):
+            continue
+        labels_end = line.rfind("}")
+        if labels_end >= 0:
+            name, fields = line[: line.find("{")], line[labels_end + 1 :].split()
+        else:
+            name, *fields = line.split()
+        if name in totals and fields:
+            totals[name] += float(fields[0])
+    return totals
+
+
 class HttpDriver:
     """Base of the HTTP engine drivers: the client, the rid → open stream map, probes."""
 
@@ -182,9 +200,11 @@ class HttpDriver:
 
     async def queue_depth(self) -> EngineLoad:
         """Requests running and waiting on the engine, from its own metrics."""
-        samples = await self.metrics()
+        response = await self._call("GET", "/metrics", limit_s=self.timeouts.probe)
+        self._raise_for_error(response)
         running, waiting = self.gauges.running, self.gauges.waiting
-        return EngineLoad(samples.get(running, 0.0), samples.get(waiting, 0.0))
+        samples = samples_named(response.text, (running, waiting))
+        return EngineLoad(samples[running], samples[waiting])
 
     async def _call(
         self, method: str, path: str, body: Any = None, *, limit_s: float | None = None

@@ -13,7 +13,7 @@ from loraplex.serving.engines import (
     VllmDriver,
     make_driver,
 )
-from loraplex.serving.engines.http_driver import iter_sse_data, sum_samples
+from loraplex.serving.engines.http_driver import iter_sse_data, samples_named, sum_samples
 
 
 def test_public_surface_is_exactly_all():
@@ -73,6 +73,27 @@ async def test_sse_events_split_across_network_reads_are_joined():
 async def test_sse_comments_and_blank_lines_are_skipped():
     response = httpx.Response(200, content=b": ping\n\nevent: x\ndata: 1\r\n\r\n")
     assert [data async for data in iter_sse_data(response.aiter_bytes())] == [b"1"]
+
+
+def test_the_named_samples_read_alone_match_a_full_parse():
+    text = (
+        "# HELP vllm:num_requests_running Running.\n# TYPE vllm:num_requests_running gauge\n"
+        'vllm:num_requests_running{model_name="a b}",engine="0"} 2.0\n'
+        'vllm:num_requests_running{model_name="c",engine="1"} 3.0\n'
+        "vllm:num_requests_running_total 99.0\n"
+        'vllm:num_requests_waiting{model_name="a"} 1.0 1700000000000\n'
+        'ttft_bucket{le="0.1"} 1.0\n'
+    )
+    names = ("vllm:num_requests_running", "vllm:num_requests_waiting")
+    full = sum_samples(text)
+    assert (
+        samples_named(text, names)
+        == {name: full[name] for name in names}
+        == {
+            "vllm:num_requests_running": 5.0,
+            "vllm:num_requests_waiting": 1.0,
+        }
+    )
 
 
 def test_histogram_buckets_are_left_out_of_metrics():
