@@ -222,7 +222,9 @@ def test_a_cap_cut_for_its_tail_does_not_grow_back_fast_while_misses_recur() -> 
 def test_where_median_and_tail_are_both_over_the_cut_follows_the_deeper() -> None:
     # As measured at 2x load: a median a hair over its target cut the cap by a tenth at a
     # time, each cut starting a new tail window, while the p99 ran at 1.6x the median.
-    cap = _with_a_known_idle_tail(seed=4)
+    cap = AdaptiveCap(seed=4, floor=1)
+    for ttft in [IDLE] * 8 + [1.4 * IDLE] * 2:  # an idle tail that puts the tail target
+        _idle(cap, ttft)  # over the median's
     tail_target = cap.tail_target_s()
     assert tail_target is not None and tail_target > 1.01 * TARGET
     # The window also holds the ten idle requests: with seven first tokens just over the

@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 import pytest
 from prometheus_client import REGISTRY
 
-from loraplex.gateway.admission.engine_cap import AdaptiveCap
+from loraplex.gateway.admission.engine_cap import TAIL_MULTIPLE, AdaptiveCap
 from loraplex.gateway.admission.errors import Overloaded
 from loraplex.gateway.gate import EngineGate, in_flight_allowance
 from loraplex.gateway.resolve import Target
@@ -322,7 +322,7 @@ def test_the_tail_target_is_shown_once_ten_idle_requests_are_in() -> None:
     asyncio.run(serve_alone([0.05] * 9))
     assert engine.cap_tail_target_ms is None  # nine idle requests: no 90th percentile yet
     asyncio.run(serve_alone([0.08] * 10))
-    assert engine.cap_tail_target_ms == pytest.approx(2 * 80.0, abs=0.5)  # 2x the idle p90
+    assert engine.cap_tail_target_ms == pytest.approx(TAIL_MULTIPLE * 80.0, abs=0.5)  # of idle p90
     gauge = REGISTRY.get_sample_value("loraplex_engine_ttft_tail_target_seconds", {"engine": "e"})
     assert gauge == pytest.approx(engine.cap_tail_target_ms / 1000)
 
