@@ -67,6 +67,10 @@ UNLOADED_MAX_TAIL = 3.0
 # first requests at a new concurrency paid for cold caches and connections (measured: the
 # first level after a fresh start had a p99 4x the next one's).
 WARM_UP_S, WARM_UP_STREAMS = 3.0, 16
+# A load level lasts long enough for this many arrivals (at most this long): the p99 of
+# fewer than 100 requests is their slowest one, and on a slow phase (3.7 requests/s of
+# capacity) a 10-s level at 2x admitted 58, so one request caught by a stall decided it.
+LEVEL_MIN_REQUESTS, LEVEL_MAX_SECONDS = 200, 30.0
 # The open-loop capacity search's steps: x1.25 up or down from the closed loop's rate.
 RATE_STEP, RATE_STEPS = 1.25, 3
 UNLIMITED = {
@@ -390,8 +394,9 @@ def _measure(
             for factor in (0.5, 1.0, 2.0, 4.0):
                 for mode, url, pid in (("off", off_url, off_pid), ("on", on_url, on_pid)):
                     api_cpu, api_gc = cpu_seconds(pid), _gc_paused(url)
+                    level_s = _level_seconds(seconds, factor * rate)
                     out = asyncio.run(
-                        open_loop(url, key, factor * rate, seconds, max_tokens, logit_bias=bias)
+                        open_loop(url, key, factor * rate, level_s, max_tokens, logit_bias=bias)
                     )
                     row = {
                         **_row(f"{factor}x", out, slo_ms),
@@ -414,6 +419,12 @@ def _measure(
                 )
             )
     return rows
+
+
+def _level_seconds(seconds: float, rate: float) -> float:
+    """How long a load level offering `rate` runs: long enough for `LEVEL_MIN_REQUESTS`
+    arrivals, within `LEVEL_MAX_SECONDS`, and never shorter than `seconds`."""
+    return max(seconds, min(LEVEL_MAX_SECONDS, LEVEL_MIN_REQUESTS / rate))
 
 
 def _unloaded(url: str, key: str, seconds: float, bias: dict[str, float]) -> Outcome:
@@ -601,7 +612,10 @@ def _row(level: str, out: Outcome, slo_ms: float) -> dict:
 # refused only after 15 s (5T/60 > 1 + T/60). Run long enough for it to spend most of the
 # run refused, and for B's p99 to be more than its slowest request or two: at a quarter of
 # capacity, 30 s gave B ~45 requests, and its p99 alone and with A were two single maxima.
-NOISY_MIN_SECONDS = 60.0
+# Longer where B's rate gives fewer than `LEVEL_MIN_REQUESTS` in 60 s, up to 120 s: at 3.7
+# requests/s of capacity B had 55 requests, and its p99 alone and with A were two maxima.
+NOISY_MIN_SECONDS, NOISY_MAX_SECONDS = 60.0, 120.0
+B_SHARE = 0.25  # B offers this share of capacity, well within its quota
 
 
 def _noisy_neighbour(
@@ -614,11 +628,12 @@ def _noisy_neighbour(
     bias: dict[str, float],
     engine_url: str,
 ) -> list[dict]:
-    seconds = max(seconds, NOISY_MIN_SECONDS)
+    enough = min(NOISY_MAX_SECONDS, LEVEL_MIN_REQUESTS / (capacity * B_SHARE))
+    seconds = max(seconds, NOISY_MIN_SECONDS, enough)
     quota_rpm = max(3, int(capacity * 60 * 0.05))  # A's plan allows 5% of the engine
     a_key = tenant_key(url, operator, requests_per_minute=quota_rpm)
     b_key = tenant_key(url, operator)
-    b_rate = capacity * 0.25
+    b_rate = capacity * B_SHARE
     alone = asyncio.run(open_loop(url, b_key, b_rate, seconds, max_tokens, 1, logit_bias=bias))
 
     async def both() -> tuple[Outcome, Outcome]:

@@ -95,7 +95,7 @@ GC_PAUSE = Histogram(
 ENGINE_CAP_TAIL_TARGET = Gauge(
     "loraplex_engine_ttft_tail_target_seconds",
     "The TTFT over which this API process's adaptive cap counts a first token as a tail "
-    "miss (twice the idle requests' 90th percentile; unset with LORAPLEX_ENGINE_TTFT_SLO_S).",
+    "miss (1.75x the idle requests' 90th percentile; unset with LORAPLEX_ENGINE_TTFT_SLO_S).",
     ["engine"],
 )
 ENGINE_CAP_CUTS = Counter(

@@ -63,7 +63,10 @@ fixed ratio.
   no tail target. Where the median and the tail are over at the same request, the deeper
   of the two cuts is made: as measured at 2x load, a median a hair over its target cut
   the cap by a tenth at a time, each cut starting a new tail window before two misses
-  could gather, and the p99 ran 1.6x the median the cap held.
+  could gather, and the p99 ran 1.6x the median the cap held. The multiple is 1.75, not
+  2: idle requests here are timed from admission and may share a prefill with a request
+  that arrived meanwhile, and in one run their p90 exceeded the bench's unloaded p99, so
+  twice it sat over the bench's SLO and the 2x level's misses went unseen.
 - **Plateau**: a cut must pay. The first half window admitted after a cut for slow first
   tokens is compared with the window that made it: if the median moved by less than
   `PAYOFF_SHARE` of the cut's share either way (a cut to 0.8 of the cap that left the

@@ -1,11 +1,18 @@
-"""The overload bench tells a stall (slow requests waiting at once) from a tail spread
-through a level, so a p99 miss can be read."""
+"""The overload bench's levels hold enough requests for a p99 that is not their slowest
+one, and it tells a stall (slow requests waiting at once) from a tail spread through a
+level, so a p99 miss can be read."""
 
 from __future__ import annotations
 
-from loraplex.bench.overload import Outcome
+from loraplex.bench.overload import LEVEL_MAX_SECONDS, LEVEL_MIN_REQUESTS, Outcome, _level_seconds
 
 SLO_MS = 100.0
+
+
+def test_a_level_at_a_low_rate_runs_until_enough_requests_arrived() -> None:
+    assert _level_seconds(10.0, 7.4) * 7.4 >= LEVEL_MIN_REQUESTS  # 2x of 3.7/s: 27 s
+    assert _level_seconds(10.0, 40.0) == 10.0  # enough in the time asked for
+    assert _level_seconds(10.0, 1.0) == LEVEL_MAX_SECONDS  # within bounds
 
 
 def _level(requests: list[tuple[float, float]]) -> Outcome:
