@@ -15,7 +15,7 @@ from loraplex.gateway.admission.errors import Overloaded
 from loraplex.gateway.gate import EngineGate, in_flight_allowance
 from loraplex.gateway.resolve import Target
 from loraplex.gateway.routing import EngineRouter
-from loraplex.serving.registry import EngineRegistry
+from loraplex.serving.registry import EngineHandle, EngineRegistry
 from tests.support.fake_driver import fake_engine
 
 TARGET = Target(model="tiny", base_model="tiny", max_context=4096, base_source="/nowhere")
@@ -31,6 +31,18 @@ def _gate(in_flight: int, cap: int) -> EngineGate:
         parallelism=1,  # type: ignore[arg-type]
         max_in_flight=cap,
     )
+
+
+ADMIT_ARGS = dict(stream=True, target=TARGET, prompt_tokens=1, max_tokens=1)
+
+
+def _adaptive_gate() -> tuple[EngineGate, EngineHandle]:
+    """A gate with the adaptive cap on engine "e", which has nothing in flight."""
+    gate = _gate(in_flight=0, cap=0)
+    gate.adaptive = True
+    engine = gate.router.registry.get("e")
+    assert engine is not None
+    return gate, engine
 
 
 def test_lower_priorities_get_a_smaller_share_of_the_cap() -> None:
@@ -252,11 +264,8 @@ def test_a_tenant_sold_more_requests_a_minute_holds_more_of_the_cap_than_a_flood
 
 
 def test_the_adaptive_cap_grows_from_the_engine_slots_while_requests_are_fast() -> None:
-    gate = _gate(in_flight=0, cap=0)
-    gate.adaptive = True
-    engine = gate.router.registry.get("e")
-    assert engine is not None
-    args = dict(stream=True, target=TARGET, prompt_tokens=1, max_tokens=1)
+    gate, engine = _adaptive_gate()
+    args = ADMIT_ARGS
 
     async def serve(n: int, ttft_s: float) -> None:
         for i in range(n):
@@ -274,11 +283,8 @@ def test_the_adaptive_cap_grows_from_the_engine_slots_while_requests_are_fast() 
 
 
 def test_a_cut_of_the_adaptive_cap_is_shown_with_its_reason_and_counted() -> None:
-    gate = _gate(in_flight=0, cap=0)
-    gate.adaptive = True
-    engine = gate.router.registry.get("e")
-    assert engine is not None
-    args = dict(stream=True, target=TARGET, prompt_tokens=1, max_tokens=1)
+    gate, engine = _adaptive_gate()
+    args = ADMIT_ARGS
     labels = {"engine": "e", "reason": "slow_first_tokens"}
     before = REGISTRY.get_sample_value("loraplex_engine_in_flight_cap_cuts_total", labels) or 0
 
@@ -305,11 +311,8 @@ def test_a_cut_of_the_adaptive_cap_is_shown_with_its_reason_and_counted() -> Non
 
 
 def test_the_tail_target_is_shown_once_ten_idle_requests_are_in() -> None:
-    gate = _gate(in_flight=0, cap=0)
-    gate.adaptive = True
-    engine = gate.router.registry.get("e")
-    assert engine is not None
-    args = dict(stream=True, target=TARGET, prompt_tokens=1, max_tokens=1)
+    gate, engine = _adaptive_gate()
+    args = ADMIT_ARGS
 
     async def serve_alone(ttfts: list[float]) -> None:
         for i, ttft_s in enumerate(ttfts):  # one at a time: each finds the engine idle
@@ -328,11 +331,8 @@ def test_the_tail_target_is_shown_once_ten_idle_requests_are_in() -> None:
 
 
 def test_the_cap_learns_from_a_first_token_before_its_request_ends_and_only_once() -> None:
-    gate = _gate(in_flight=0, cap=0)
-    gate.adaptive = True
-    engine = gate.router.registry.get("e")
-    assert engine is not None
-    args = dict(stream=True, target=TARGET, prompt_tokens=1, max_tokens=1)
+    gate, engine = _adaptive_gate()
+    args = ADMIT_ARGS
 
     async def serve() -> None:
         ticket = await gate.admit(uuid.uuid4(), {"priority": 1}, "r", **args)  # type: ignore[arg-type]
@@ -377,10 +377,7 @@ def test_at_the_cap_a_tenant_below_its_share_waits_for_the_next_place_a_heavy_on
 
 
 def test_a_request_at_a_cap_left_low_with_clear_room_raises_it_instead_of_being_shed() -> None:
-    gate = _gate(in_flight=0, cap=0)
-    gate.adaptive = True
-    engine = gate.router.registry.get("e")
-    assert engine is not None
+    gate, engine = _adaptive_gate()
     cap = gate.caps.setdefault("e", AdaptiveCap(seed=4))
     cap.on_first_token(0.05, admitted_at=0.0, idle=True, at_cap=False, now=0.05)
     for i in range(8):  # a burst cut the cap: 4 -> 2
