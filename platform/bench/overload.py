@@ -22,9 +22,9 @@ run waits for them all). Dividing by the window and not by the time the last req
 to end matters: with a 10 s window the drain at the end understated open-loop goodput, and
 the requests still running at a closed loop's deadline overstated capacity, by ~7% each.
 `done/s` counts completions regardless of the SLO. A load level runs until
-`LEVEL_MIN_REQUESTS` arrived (within `LEVEL_MAX_SECONDS`), so its p99 is not one request. Each row also has the share of CPU time
-the hypervisor stole while it ran (`loraplex.bench.steal`): the host's noise, beside the
-figures it may have spoiled.
+`LEVEL_MIN_REQUESTS` arrived (within `LEVEL_MAX_SECONDS`), so its p99 is not one request.
+Each row also has the share of CPU time the hypervisor stole while it ran
+(`loraplex.bench.steal`): the host's noise, beside the figures it may have spoiled.
 """
 
 from __future__ import annotations
