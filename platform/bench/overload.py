@@ -49,7 +49,7 @@ from loraplex.bench.steal import CpuTimes, steal_share
 from loraplex.bench.tenants import tenant_key
 from loraplex.dev.partial_characters import steady_stream_bias
 from loraplex.observability.gc_pauses import freeze_the_startup_heap
-from loraplex.serving.engines.http_driver import iter_sse_data
+from loraplex.serving.engines.http_driver import iter_sse_data, samples_named
 from loraplex.serving.engines.launcher import EngineConfig, EngineInfo, start_engine
 from loraplex.settings import Settings
 
@@ -577,10 +577,9 @@ def _cuts_by_reason(metrics_text: str) -> dict[str, float]:
 def _gc_paused(url: str) -> tuple[float, float]:
     """How many collections of its older generations the API process at `url` has made,
     and their seconds in all (its `loraplex_gc_pause_seconds`)."""
-    families = text_string_to_metric_families(httpx.get(f"{url}/metrics").text)
-    samples = [s for f in families if f.name == "loraplex_gc_pause_seconds" for s in f.samples]
-    count = sum(s.value for s in samples if s.name.endswith("_count"))
-    return count, sum(s.value for s in samples if s.name.endswith("_sum"))
+    names = ("loraplex_gc_pause_seconds_count", "loraplex_gc_pause_seconds_sum")
+    count, seconds = samples_named(httpx.get(f"{url}/metrics").text, names).values()
+    return count, seconds
 
 
 def _api_gc(before: tuple[float, float], after: tuple[float, float]) -> dict:
