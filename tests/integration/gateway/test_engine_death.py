@@ -66,6 +66,7 @@ def doomed_engine(served: Served) -> Iterator[EngineConfig]:
     ).json()
     try:
         _wait_in_rotation(served, engine["id"])
+        _warm_up(served)
         yield config
     finally:
         httpx.delete(f"{served.url}/api/v1/engines/{engine['id']}", headers=served.operator())
@@ -85,6 +86,22 @@ def _wait_in_rotation(served: Served, engine_id: str) -> None:
     raise AssertionError("the second engine never came into rotation")
 
 
+def _warm_up(served: Served) -> None:
+    """One short request first: a fresh engine's first one can pause mid-stream (vLLM on
+    CPU compiles on it), and a pause past the gateway's idle timeout would end the doomed
+    stream before the test kills anything."""
+    body = {
+        "model": DOOMED_BASE,
+        "messages": [{"role": "user", "content": "Hello"}],
+        "max_tokens": 4,
+        "temperature": 0,
+    }
+    response = httpx.post(
+        f"{served.url}/v1/chat/completions", json=body, headers=served.headers(), timeout=120
+    )
+    assert response.status_code == 200, response.text
+
+
 def test_killing_the_engine_mid_stream_ends_with_an_error_event(
     served: Served, doomed_engine: EngineConfig
 ) -> None:
@@ -95,7 +112,7 @@ def test_killing_the_engine_mid_stream_ends_with_an_error_event(
         "temperature": 0,
         "stream": True,
     }
-    received = b""
+    received, status = b"", None
     killed_at = None
     with (
         httpx.Client(timeout=60) as http,
@@ -103,6 +120,7 @@ def test_killing_the_engine_mid_stream_ends_with_an_error_event(
             "POST", f"{served.url}/v1/chat/completions", json=body, headers=served.headers()
         ) as response,
     ):
+        status = response.status_code
         for chunk in response.iter_raw():
             received += chunk
             # Count data events, not blank lines or keep-alive comments.
@@ -111,7 +129,10 @@ def test_killing_the_engine_mid_stream_ends_with_an_error_event(
                 killed_at = time.monotonic()
     ended_after = time.monotonic() - (killed_at or time.monotonic())
     events = parse_events(received)
-    assert killed_at is not None and len(events) >= 10
+    assert killed_at is not None and len(events) >= 10, (
+        f"the stream ended before the kill: HTTP {status}, {len(events)} events, "
+        f"ending {received[-600:]!r}"
+    )
     last = events[-1].json()
     assert last["error"]["code"] in {"engine_died", "engine_unavailable"}, last
     message = last["error"]["message"]
