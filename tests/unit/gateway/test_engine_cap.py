@@ -205,6 +205,18 @@ def test_two_misses_of_the_tail_target_cut_though_far_apart() -> None:
     assert cap.cuts == 1 and cap.last_cut is not None and cap.last_cut.reason == "slow_tail"
 
 
+def test_misses_a_hundred_requests_apart_cut_the_cap() -> None:
+    # A steady 1 in 100 over the tail target puts the p99 at it; as measured, a window of
+    # 64 let misses a little further apart through, and 1-2% of a 2x level missed the SLO.
+    cap = _with_a_known_idle_tail(seed=4)
+    now = _served(cap, 0.06, 30)
+    miss = 1.5 * TAIL_MULTIPLE * cap.idle_tail_s
+    cap.on_first_token(miss, admitted_at=now + 0.1, idle=False, at_cap=True, now=now + 0.2)
+    now = _served(cap, 0.06, 99, start=now + 0.1)
+    cap.on_first_token(miss, admitted_at=now + 0.1, idle=False, at_cap=True, now=now + 0.2)
+    assert cap.cuts == 1 and cap.last_cut is not None and cap.last_cut.reason == "slow_tail"
+
+
 def test_a_cap_cut_for_its_tail_does_not_grow_back_fast_while_misses_recur() -> None:
     cap = _with_a_known_idle_tail(seed=4)
     now = _served(cap, 0.06, 30)
