@@ -41,7 +41,12 @@ from typing import Any
 from uuid import UUID
 
 from loraplex.gateway.admission import OverloadShedder, TenantQuotas, Ticket
-from loraplex.gateway.admission.engine_cap import DEFAULT_CEILING, AdaptiveCap, CapCut
+from loraplex.gateway.admission.engine_cap import (
+    DEFAULT_CEILING,
+    WARM_WITHIN_S,
+    AdaptiveCap,
+    CapCut,
+)
 from loraplex.gateway.admission.errors import Overloaded
 from loraplex.gateway.admission.fair_share import (
     Claim,
@@ -82,10 +87,11 @@ class _Entry:
     """What the gate knew when it let a request in, for the cap to learn from its TTFT."""
 
     at: float  # monotonic
-    idle: bool  # nothing else was running for its model
+    idle: bool  # nothing else was running for its model, and something was just before
     at_cap: bool  # the cap was (nearly) reached
     prompt_tokens: int  # as estimated at admission
-    learned: bool = False  # its first token has reached the cap
+    learned: bool = False  # its first token has reached the cap (or is not to: cold)
+    cold: bool = False  # nothing had run for its model for `WARM_WITHIN_S`: not a signal
 
 
 class EngineGate:
@@ -114,6 +120,7 @@ class EngineGate:
         self._claims: dict[TenantKey, Claim] = {}  # each tenant's weight and bound, by model
         self._waiters: defaultdict[str, list[_Waiter]] = defaultdict(list)  # arrival order
         self._entries: dict[str, _Entry] = {}  # request id -> when and how it was let in
+        self._quiet_since: dict[str, float] = {}  # base model -> when its last request ended
         self._probes: dict[str, int] = {}  # engine id -> the number of the probe its cap saw
 
     def shed_if_saturated(self, target: Target, priority: int, tenant_id: UUID) -> None:
@@ -253,13 +260,17 @@ class EngineGate:
         request_id: str,
         prompt_tokens: int,
     ) -> None:
-        model = target.base_model
+        model, now = target.base_model, time.monotonic()
         places = self._places(target, limits.get("priority", 0))
+        alone = self._admitted[model] == 0
+        # a process that has seen no request end cannot tell: its first is taken as warm
+        cold = alone and now - self._quiet_since.get(model, now) > WARM_WITHIN_S
         self._entries[request_id] = _Entry(
-            time.monotonic(),
-            idle=self._admitted[model] == 0,
+            now,
+            idle=alone and not cold,
             at_cap=self._admitted[model] + 1 >= places - len(self.router.ordered(target)),
             prompt_tokens=prompt_tokens,
+            cold=cold,
         )
         self._admitted[model] += 1
         self._running[model, tenant_id] += 1
@@ -270,6 +281,8 @@ class EngineGate:
         every place freed while others wait."""
         model = target.base_model
         self._admitted[model] -= 1
+        if self._admitted[model] == 0:
+            self._quiet_since[model] = time.monotonic()
         self._running[model, tenant_id] -= 1
         if self._running[model, tenant_id] <= 0:
             del self._running[model, tenant_id]
@@ -412,7 +425,11 @@ class EngineGate:
 
     @staticmethod
     def _learn(cap: AdaptiveCap, entry: _Entry, ttft_s: float, now: float) -> None:
+        """Feed a first token to the cap, once; not one of a request that found the engine
+        cold (`WARM_WITHIN_S`): it is neither the idle reference nor a sign of load."""
         entry.learned = True
+        if entry.cold:
+            return
         cap.on_first_token(
             ttft_s,
             admitted_at=entry.at,

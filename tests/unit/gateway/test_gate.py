@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 import uuid
 from collections.abc import AsyncIterator
 
 import pytest
 from prometheus_client import REGISTRY
 
-from loraplex.gateway.admission.engine_cap import TAIL_MULTIPLE, AdaptiveCap
+from loraplex.gateway.admission.engine_cap import TAIL_MULTIPLE, WARM_WITHIN_S, AdaptiveCap
 from loraplex.gateway.admission.errors import Overloaded
 from loraplex.gateway.gate import EngineGate, in_flight_allowance
 from loraplex.gateway.resolve import Target
@@ -328,6 +329,27 @@ def test_the_tail_target_is_shown_once_ten_idle_requests_are_in() -> None:
     assert engine.cap_tail_target_ms == pytest.approx(TAIL_MULTIPLE * 80.0, abs=0.5)  # of idle p90
     gauge = REGISTRY.get_sample_value("loraplex_engine_ttft_tail_target_seconds", {"engine": "e"})
     assert gauge == pytest.approx(engine.cap_tail_target_ms / 1000)
+
+
+def test_a_request_that_finds_the_engine_after_a_quiet_spell_teaches_the_cap_nothing() -> None:
+    # As measured on CPU, a request after 0.3-1 s of quiet took twice as long as one
+    # right after another: the host was cold, not the engine loaded.
+    gate, engine = _adaptive_gate()
+    args = ADMIT_ARGS
+
+    async def serve_alone(rid: str, ttft_s: float) -> None:
+        ticket = await gate.admit(uuid.uuid4(), {"priority": 1}, rid, **args)  # type: ignore[arg-type]
+        async with gate.hold(ticket, TARGET):
+            gate.first_token("e", ttft_s, request_id=rid)
+
+    gate.cap_of(engine)
+    asyncio.run(serve_alone("warm", 0.05))
+    assert engine.cap_target_ms == 100.0
+    time.sleep(2 * WARM_WITHIN_S)
+    asyncio.run(serve_alone("cold", 0.5))  # would be the idle median's half, or a cut
+    assert engine.cap_target_ms == 100.0 and engine.cap_cuts == 0
+    asyncio.run(serve_alone("warm again", 0.07))  # right after: warm, and taught
+    assert engine.cap_target_ms == pytest.approx(120.0)  # twice the median of 50 and 70
 
 
 def test_the_cap_learns_from_a_first_token_before_its_request_ends_and_only_once() -> None:
