@@ -121,6 +121,7 @@ class EngineGate:
         self._waiters: defaultdict[str, list[_Waiter]] = defaultdict(list)  # arrival order
         self._entries: dict[str, _Entry] = {}  # request id -> when and how it was let in
         self._quiet_since: dict[str, float] = {}  # base model -> when its last request ended
+        self._lone: dict[str, _Entry] = {}  # base model -> its last idle request's entry
         self._probes: dict[str, int] = {}  # engine id -> the number of the probe its cap saw
 
     def shed_if_saturated(self, target: Target, priority: int, tenant_id: UUID) -> None:
@@ -265,13 +266,19 @@ class EngineGate:
         alone = self._admitted[model] == 0
         # a process that has seen no request end cannot tell: its first is taken as warm
         cold = alone and now - self._quiet_since.get(model, now) > WARM_WITHIN_S
-        self._entries[request_id] = _Entry(
+        entry = _Entry(
             now,
             idle=alone and not cold,
             at_cap=self._admitted[model] + 1 >= places - len(self.router.ordered(target)),
             prompt_tokens=prompt_tokens,
             cold=cold,
         )
+        self._entries[request_id] = entry
+        lone = self._lone.pop(model, None)
+        if lone is not None and not lone.learned:
+            lone.idle = False  # it shares its prefill with this one: no idle reference
+        if entry.idle:
+            self._lone[model] = entry
         self._admitted[model] += 1
         self._running[model, tenant_id] += 1
 

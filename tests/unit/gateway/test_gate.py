@@ -273,6 +273,8 @@ def test_the_adaptive_cap_grows_from_the_engine_slots_while_requests_are_fast() 
             tickets = []
             for j in range(gate.cap_of(engine)):  # fill the cap, as a busy engine is
                 tickets.append(await gate.admit(uuid.uuid4(), {"priority": 1}, f"r{i}-{j}", **args))  # type: ignore[arg-type]
+                if i == 0 and j == 0:  # the first finds the engine idle, and is alone
+                    gate.first_token("e", 0.05, request_id="r0-0")  # through its prefill
             for j, ticket in enumerate(tickets):
                 async with gate.hold(ticket, TARGET):
                     pass
@@ -292,6 +294,7 @@ def test_a_cut_of_the_adaptive_cap_is_shown_with_its_reason_and_counted() -> Non
     async def serve(pairs: int) -> None:
         for i in range(pairs):  # two at once: the first finds the engine idle, fast ...
             alone = await gate.admit(uuid.uuid4(), {"priority": 1}, f"a{i}", **args)  # type: ignore[arg-type]
+            gate.first_token("e", 0.05, request_id=f"a{i}")  # alone through its prefill
             beside = await gate.admit(uuid.uuid4(), {"priority": 1}, f"b{i}", **args)  # type: ignore[arg-type]
             for ticket, rid, ttft_s in ((alone, f"a{i}", 0.05), (beside, f"b{i}", 0.5)):
                 async with gate.hold(ticket, TARGET):
@@ -350,6 +353,25 @@ def test_a_request_that_finds_the_engine_after_a_quiet_spell_teaches_the_cap_not
     assert engine.cap_target_ms == 100.0 and engine.cap_cuts == 0
     asyncio.run(serve_alone("warm again", 0.07))  # right after: warm, and taught
     assert engine.cap_target_ms == pytest.approx(120.0)  # twice the median of 50 and 70
+
+
+def test_an_idle_request_joined_before_its_first_token_is_no_idle_reference() -> None:
+    # A Poisson arrival can share an idle request's prefill; as measured, the idle
+    # requests' p90 then ran over the bench's unloaded p99.
+    gate, engine = _adaptive_gate()
+    args = ADMIT_ARGS
+
+    async def serve() -> None:
+        first = await gate.admit(uuid.uuid4(), {"priority": 1}, "first", **args)  # type: ignore[arg-type]
+        async with gate.hold(first, TARGET):
+            second = await gate.admit(uuid.uuid4(), {"priority": 1}, "second", **args)  # type: ignore[arg-type]
+            async with gate.hold(second, TARGET):
+                gate.first_token("e", 0.09, request_id="first")
+                gate.first_token("e", 0.09, request_id="second")
+
+    gate.cap_of(engine)
+    asyncio.run(serve())
+    assert engine.cap_target_ms is None  # no idle request yet: the cap holds at its seed
 
 
 def test_the_cap_learns_from_a_first_token_before_its_request_ends_and_only_once() -> None:
