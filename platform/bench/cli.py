@@ -14,6 +14,7 @@ BENCHMARKS = [
     ("loraplex.bench.parity", "bench_parity"),
     ("loraplex.bench.structured", "bench_structured"),
     ("loraplex.bench.pages", "bench_pages"),
+    ("loraplex.bench.quiet", "bench_quiet"),
 ]
 
 

@@ -559,6 +559,8 @@ def _cap_state(
         "cap_cuts_since": since,
         "cap_cuts_by_reason": by_reason,
         "cap_last_cut": live.get("in_flight_cap_last_cut"),
+        "cap_target_ms": live.get("in_flight_cap_target_ms"),
+        "cap_tail_target_ms": live.get("in_flight_cap_tail_target_ms"),
     }
 
 
@@ -598,6 +600,7 @@ def _api_cpu(out: Outcome, cpu_s: float) -> dict:
 def _row(level: str, out: Outcome, slo_ms: float) -> dict:
     return {
         "level": level,
+        "slo_ms": slo_ms,
         "goodput": out.goodput(slo_ms),
         "done": out.done(),
         "p50_ms": out.p(0.5),
@@ -692,6 +695,14 @@ def _print(rows: list[dict]) -> None:
                 f"spell{'s' if len(spells) > 1 else ''} ({where}{more}); the API's "
                 f"garbage collector paused it {r['api_gc_pauses']:.0f} times, "
                 f"{r['api_gc_ms']:.0f} ms in all"
+            )
+    for r in rows:  # what the cap held each "on" level to, against the bench's SLO
+        if r.get("admission") == "on" and r.get("cap_target_ms"):
+            tail = r.get("cap_tail_target_ms")
+            click.echo(
+                f"{r['level']} on: the cap's TTFT target {r['cap_target_ms']:.0f} ms, tail "
+                f"target {f'{tail:.0f} ms' if tail else 'not yet known'}, the SLO "
+                f"{r['slo_ms']:.0f} ms"
             )
     for r in rows:  # why the cap fell, where it was cut
         if r.get("cap_cuts") or (r.get("cap_last_cut") and "tenant" in r):
