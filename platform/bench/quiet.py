@@ -5,7 +5,8 @@ quiet; the baseline is the same requests back to back, measured in the same run.
 go over every spell in turn, so a slow phase of the host touches them all alike. Why it
 matters: the adaptive cap takes an idle request's TTFT as its reference, and on a host whose
 caches and CPUs cool down within a fraction of a second, a request after a quiet spell is
-no reference for requests under load (docs/admission.md, "A warm reference").
+no reference for requests under load (docs/admission.md, "A warm reference, alone through
+its prefill").
 """
 
 from __future__ import annotations

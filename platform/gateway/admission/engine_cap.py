@@ -82,13 +82,15 @@ fixed ratio.
   queue) and stays there from 4 to 8 in flight while throughput rises; a target under
   that plateau cut the cap to 4, and to 2 at 4x load, with no lower median and a third
   less goodput. Where TTFT does follow concurrency the cut pays and nothing changes.
-- **A warm reference**: the gate counts a request as idle only if the engine was busy
-  within `WARM_WITHIN_S` before it, and a request admitted to an engine quiet for longer
-  teaches the cap nothing. As measured on SGLang on CPU, one request at a time took 31-35
-  ms back to back and 52-71 ms after 0.3-1 s of quiet, and the same held for a bare
-  matrix loop on one thread: the host, not the engine. Loaded requests run on a warm
-  engine; a cold reference put the tail target (106 ms) over the bench's SLO (94 ms,
-  twice the back-to-back p99) and the 2x level missed it for a quarter of its requests.
+- **A warm reference, alone through its prefill**: the gate counts a request as idle only
+  if nothing ran beside it from its admission to its first token and the engine was busy
+  within `WARM_WITHIN_S` before it; a request admitted to an engine quiet for longer
+  teaches the cap nothing. As measured on SGLang on CPU (`loraplex bench quiet`), one
+  request at a time took 33 ms back to back, 1.34x that after 100 ms of quiet and 2.5x
+  after a second, and a bare matrix loop on one thread slowed alike: the host, not the
+  engine. Loaded requests run on a warm engine; a cold reference put the tail target
+  (106 ms) over the bench's SLO (94 ms, twice the back-to-back p99) and the 2x level
+  missed it for a quarter of its requests.
 - **Start**: until the first idle request there is no target, and the cap holds at its
   seed: neither raised nor cut. A process started into load would otherwise learn its
   target from the fastest TTFT of a cold, crowded engine (as measured, the stand-in cut a
@@ -124,7 +126,8 @@ PAYOFF_SHARE = 0.5  # a cut by x must move the median by at least this share of 
 MULTIPLE_AT_MOST = 2.25  # ... else the idle multiple rises to a plateau this far over idle
 DEFAULT_CEILING = 256  # no fixed cap set: the adaptive one stops here
 # An idle request is the reference only if the engine was busy this recently: after a quiet
-# spell the host's caches and CPUs are cold (docs/admission.md, "A warm reference").
+# spell the host's caches and CPUs are cold (docs/admission.md, "A warm reference, alone
+# through its prefill").
 WARM_WITHIN_S = 0.1
 
 
