@@ -114,7 +114,9 @@ from dataclasses import dataclass, field
 
 IDLE_MULTIPLE = 2.0  # the multiple of the idle median in the default target (`target_s`)
 IDLE_SAMPLES = 32
-TAIL_SAMPLES = 10  # idle requests needed before their 90th percentile counts in the target
+# idle requests needed before their 90th percentile counts in the target: 10 until idle
+# requests had to be warm and alone, which left a run without a tail target for 3 minutes
+TAIL_SAMPLES = 5
 WINDOW = 16  # the recent first tokens whose median is compared with the target
 KEEP_AT_MOST = 0.9  # a cut keeps at most 90% of the cap ...
 KEEP_AT_LEAST = 0.5  # ... and at least half of it

@@ -13,6 +13,7 @@ from loraplex.gateway.admission.engine_cap import (
     KEEP_AT_MOST,
     MULTIPLE_AT_MOST,
     TAIL_MULTIPLE,
+    TAIL_SAMPLES,
     WINDOW,
     AdaptiveCap,
 )
@@ -57,10 +58,11 @@ def test_a_process_started_into_load_holds_its_cap_until_its_first_idle_request(
 def test_where_idle_requests_have_a_long_tail_the_target_is_their_90th_percentile() -> None:
     cap = AdaptiveCap(seed=4)
     stalls = [0.05] * 7 + [0.20, 0.25, 0.30]  # 3 of 10 idle requests caught a host stall
-    for ttft in stalls[:-1]:
+    for ttft in stalls[: TAIL_SAMPLES - 1]:
         _idle(cap, ttft)
     assert cap.target_s() == TARGET  # too few idle requests to trust a percentile
-    _idle(cap, stalls[-1])
+    for ttft in stalls[TAIL_SAMPLES - 1 :]:
+        _idle(cap, ttft)
     assert cap.target_s() == pytest.approx(0.255)  # the median under load runs near the idle tail
     _served(cap, 0.2, 16)
     assert (

@@ -11,7 +11,12 @@ from collections.abc import AsyncIterator
 import pytest
 from prometheus_client import REGISTRY
 
-from loraplex.gateway.admission.engine_cap import TAIL_MULTIPLE, WARM_WITHIN_S, AdaptiveCap
+from loraplex.gateway.admission.engine_cap import (
+    TAIL_MULTIPLE,
+    TAIL_SAMPLES,
+    WARM_WITHIN_S,
+    AdaptiveCap,
+)
 from loraplex.gateway.admission.errors import Overloaded
 from loraplex.gateway.gate import EngineGate, in_flight_allowance
 from loraplex.gateway.resolve import Target
@@ -314,7 +319,7 @@ def test_a_cut_of_the_adaptive_cap_is_shown_with_its_reason_and_counted() -> Non
     assert after == before + 1
 
 
-def test_the_tail_target_is_shown_once_ten_idle_requests_are_in() -> None:
+def test_the_tail_target_is_shown_once_enough_idle_requests_are_in() -> None:
     gate, engine = _adaptive_gate()
     args = ADMIT_ARGS
 
@@ -326,8 +331,8 @@ def test_the_tail_target_is_shown_once_ten_idle_requests_are_in() -> None:
             gate.observe("e", 0.5, 1, ttft_s, f"r{i}")
 
     gate.cap_of(engine)
-    asyncio.run(serve_alone([0.05] * 9))
-    assert engine.cap_tail_target_ms is None  # nine idle requests: no 90th percentile yet
+    asyncio.run(serve_alone([0.05] * (TAIL_SAMPLES - 1)))
+    assert engine.cap_tail_target_ms is None  # too few idle requests for a 90th percentile
     asyncio.run(serve_alone([0.08] * 10))
     assert engine.cap_tail_target_ms == pytest.approx(TAIL_MULTIPLE * 80.0, abs=0.5)  # of idle p90
     gauge = REGISTRY.get_sample_value("loraplex_engine_ttft_tail_target_seconds", {"engine": "e"})
