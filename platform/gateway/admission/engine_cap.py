@@ -62,8 +62,9 @@ fixed ratio.
   SGLang, the p99 under load ran 1.6-3x the median the cap held, and at 2x load the
   admitted p99 was 2.2-2.6x the unloaded one in 4 of 5 runs with the median alone; a
   90th percentile of the 16 did not cut at 2x where the misses were a few percent of
-  requests. One miss (a stall) cuts nothing. An operator's target is a median and has
-  no tail target. Where the median and the tail are over at the same request, the deeper
+  requests. Misses count by spells: those whose waits overlapped are one (a stall of
+  the host holds every request waiting at once), and one spell cuts nothing. An
+  operator's target is a median and has no tail target. Where the median and the tail are over at the same request, the deeper
   of the two cuts is made: as measured at 2x load, a median a hair over its target cut
   the cap by a tenth at a time, each cut starting a new tail window before two misses
   could gather, and the p99 ran 1.6x the median the cap held. The multiple is 1.75, not
@@ -160,6 +161,7 @@ class AdaptiveCap:
     # TTFT / the prompt's allowance of the last `TAIL_WINDOW` admitted since the last cut;
     # the last `WINDOW` of them are the median's window (`_window`)
     _tail: deque[float] = field(init=False, repr=False)
+    _waits: deque[tuple[float, float]] = field(init=False, repr=False)  # (admitted, came)
     _bound: deque[bool] = field(init=False, repr=False)  # whether the cap bound, per request
     _queued_probe: int = field(default=-1, init=False, repr=False)  # last probe with a queue
     last_cut_at: float = field(default=-math.inf, init=False)
@@ -176,6 +178,7 @@ class AdaptiveCap:
         self._idle = deque(maxlen=IDLE_SAMPLES)
         self._bound = deque(maxlen=WINDOW)
         self._tail = deque(maxlen=TAIL_WINDOW)
+        self._waits = deque(maxlen=TAIL_WINDOW)  # the wait of each first token in `_tail`
 
     @property
     def value(self) -> int:
@@ -214,6 +217,7 @@ class AdaptiveCap:
         if target is None or admitted_at <= self.last_cut_at:
             return  # admitted under the cap before the last cut: already acted on
         self._tail.append(ttft_s / self._allowance(prompt_tokens))
+        self._waits.append((admitted_at, now))
         window = self._window()
         median = statistics.median(window)
         if len(window) >= WINDOW // 2 and self._judging is not None:
@@ -303,12 +307,29 @@ class AdaptiveCap:
         return TAIL_MULTIPLE * self.idle_tail_s
 
     def _tail_over(self, target: float) -> bool:
-        """Whether `TAIL_MISSES` of the last `TAIL_WINDOW` first tokens since the last cut
-        were over the tail target (and over `target`)."""
+        """Whether `TAIL_MISSES` spells of the last `TAIL_WINDOW` first tokens since the
+        last cut were over the tail target (and over `target`)."""
         tail_target = self.tail_target_s()
         if tail_target is None or len(self._tail) < TAIL_MISSES:
             return False
-        return self._tail_miss() > max(tail_target, target)
+        return len(self._spells_over(max(tail_target, target))) >= TAIL_MISSES
+
+    def _spells_over(self, over: float) -> list[float]:
+        """The slowest first token of each spell over `over` in the tail window. Misses
+        whose waits overlapped are one spell: a stall of the host holds every request
+        waiting at once, and, as measured beside a noisy tenant, counting each of them cut
+        the cap to 5 on stalls that an uncapped engine passed through alike."""
+        worst: list[float] = []
+        spell_ends = -math.inf
+        for ttft, (admitted, came) in zip(self._tail, self._waits, strict=True):
+            if ttft <= over:
+                continue
+            if admitted < spell_ends:  # it waited through the spell before
+                worst[-1], spell_ends = max(worst[-1], ttft), max(spell_ends, came)
+            else:
+                worst.append(ttft)
+                spell_ends = came
+        return worst
 
     def _kept_for_the_tail(self) -> float:
         """The share of the cap a cut for the tail keeps: `tail target / the slower miss`."""
@@ -319,14 +340,15 @@ class AdaptiveCap:
         miss, tail_target = self._tail_miss(), self.tail_target_s() or 0.0
         kept = self._kept_for_the_tail()
         why = (
-            f"{TAIL_MISSES} of the last {len(self._tail)} first tokens at least "
+            f"{TAIL_MISSES} spells of the last {len(self._tail)} first tokens at least "
             f"{miss * 1000:.0f} ms, over the {tail_target * 1000:.0f} ms tail target"
         )
         self._cut(self.limit * kept, now, "slow_tail", why)
 
     def _tail_miss(self) -> float:
-        """The `TAIL_MISSES`-th slowest first token in the tail window."""
-        return heapq.nlargest(TAIL_MISSES, self._tail)[-1]
+        """The `TAIL_MISSES`-th slowest spell over the tail target in the tail window."""
+        spells = self._spells_over(self.tail_target_s() or 0.0)
+        return heapq.nlargest(TAIL_MISSES, spells)[-1] if spells else 0.0
 
     def _window(self) -> list[float]:
         """The last `WINDOW` first tokens admitted since the last cut, oldest first."""
@@ -374,4 +396,5 @@ class AdaptiveCap:
         self.last_cut_at, self.cuts = now, self.cuts + 1
         self.last_cut = CapCut(reason, round(before, 1), round(self.limit, 1), why)
         self._tail.clear()  # the next cut waits for requests admitted under this cap
+        self._waits.clear()
         self._judging = None  # judged only when the cut is the last one

@@ -185,10 +185,11 @@ def test_a_window_whose_tail_runs_past_twice_the_idle_tail_cuts_the_cap() -> Non
     cap = _with_a_known_idle_tail(seed=4)
     now = _served(cap, 0.06, 30)
     grown = cap.limit
-    # In time at the median, but two first tokens in a row are 4x the idle tail.
+    # In time at the median, but two first tokens in a row are 4x the idle tail (the
+    # second admitted after the first came: two spells, not one stall).
     for i in range(2):
         ttft = 2 * TAIL_MULTIPLE * cap.idle_tail_s
-        at = now + 0.1 * (i + 1)
+        at = now + 0.5 * (i + 1)
         cap.on_first_token(ttft, admitted_at=at, idle=False, at_cap=True, now=at + ttft)
     assert cap.cuts == 1 and cap.last_cut is not None and cap.last_cut.reason == "slow_tail"
     assert KEEP_AT_LEAST * grown <= cap.limit <= KEEP_AT_MOST * grown
@@ -215,12 +216,12 @@ def test_a_cap_cut_for_its_tail_does_not_grow_back_fast_while_misses_recur() -> 
     now = _served(cap, 0.06, 30)
     miss = 1.5 * TAIL_MULTIPLE * cap.idle_tail_s
     for i in range(2):
-        at = now + 0.1 * (i + 1)
+        at = now + 0.5 * (i + 1)
         cap.on_first_token(miss, admitted_at=at, idle=False, at_cap=True, now=at + miss)
     assert cap.cuts == 1
     cut_to = cap.limit
-    cap.on_first_token(miss, admitted_at=now + 1, idle=False, at_cap=True, now=now + 1 + miss)
-    _served(cap, 0.06, 12, start=now + 1)  # a median in the lower half: clear room but for
+    cap.on_first_token(miss, admitted_at=now + 2, idle=False, at_cap=True, now=now + 2 + miss)
+    _served(cap, 0.06, 12, start=now + 2)  # a median in the lower half: clear room but for
     assert cap.cuts == 1 and cap.limit - cut_to < 2  # the miss: about one per cap served
 
 
@@ -236,10 +237,24 @@ def test_where_median_and_tail_are_both_over_the_cut_follows_the_deeper() -> Non
     # target and then two misses, its median and its tail go over at the same request.
     ttfts = [1.01 * TARGET] * (WINDOW // 2 - 1) + [2 * tail_target] * 2
     for i, ttft in enumerate(ttfts):
-        at = 0.1 * (i + 1)
+        at = 0.5 * (i + 1)
         cap.on_first_token(ttft, admitted_at=at, idle=False, at_cap=True, now=at + ttft)
     assert cap.cuts == 1 and cap.last_cut is not None and cap.last_cut.reason == "slow_tail"
     assert cap.limit == KEEP_AT_LEAST * 4  # not the median's 0.9 of it
+
+
+def test_misses_that_waited_through_one_stall_are_one_spell_and_cut_nothing() -> None:
+    # A stall of the host holds every request waiting at once; as measured beside a noisy
+    # tenant, counting each of them cut the cap to 5 and refused a tenant within its quota.
+    cap = _with_a_known_idle_tail(seed=4)
+    now = _served(cap, 0.06, 30)
+    grown = cap.value
+    stall = 4 * TAIL_MULTIPLE * cap.idle_tail_s
+    for i in range(4):  # four admitted within the stall, their first tokens after it
+        at = now + 0.01 * i
+        cap.on_first_token(stall, admitted_at=at, idle=False, at_cap=True, now=now + stall)
+    _served(cap, 0.06, WINDOW - 1, start=now + stall)
+    assert cap.cuts == 0 and cap.value >= grown
 
 
 def test_one_slow_first_token_in_a_window_is_jitter_and_cuts_nothing() -> None:
