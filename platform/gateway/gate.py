@@ -87,10 +87,12 @@ class _Entry:
     """What the gate knew when it let a request in, for the cap to learn from its TTFT."""
 
     at: float  # monotonic
-    idle: bool  # nothing else was running for its model, and something was just before
+    # nothing else ran for its model when it came, something did just before (it is warm),
+    # and nothing else was admitted before its first token (`_lone`)
+    idle: bool
     at_cap: bool  # the cap was (nearly) reached
     prompt_tokens: int  # as estimated at admission
-    learned: bool = False  # its first token has reached the cap (or is not to: cold)
+    learned: bool = False  # its first token was handled: fed to the cap, or dropped if cold
     cold: bool = False  # nothing had run for its model for `WARM_WITHIN_S`: not a signal
 
 

@@ -223,11 +223,11 @@ class AdaptiveCap:
         if len(window) >= WINDOW // 2 and self._judging is not None:
             self._judge_the_last_cut(median)
             target = self.target_s() or target
-        tail_over = self._tail_over(target)
+        tail_miss = self._tail_miss(target)
         if len(window) >= WINDOW // 2 and median > target:
             kept = min(KEEP_AT_MOST, max(KEEP_AT_LEAST, target / median))
-            if tail_over and self._kept_for_the_tail() < kept:
-                self._cut_for_the_tail(now)  # the deeper cut of the two
+            if tail_miss is not None and self._kept_for_the_tail(tail_miss) < kept:
+                self._cut_for_the_tail(tail_miss, now)  # the deeper cut of the two
                 return
             why = (
                 f"median TTFT of the last {len(window)} requests "
@@ -237,8 +237,8 @@ class AdaptiveCap:
             self._cut(self.limit * kept, now, "slow_first_tokens", why)
             if self.slo_s <= 0:  # a learned target can be wrong; an operator's stands
                 self._judging = (median, self.limit / before)
-        elif tail_over:
-            self._cut_for_the_tail(now)
+        elif tail_miss is not None:
+            self._cut_for_the_tail(tail_miss, now)
         elif at_cap and window[-1] <= target:
             fast = self.cuts == 0 or self._has_clear_room(median, target)
             step = 1.0 if fast else 1.0 / self.limit
@@ -306,13 +306,15 @@ class AdaptiveCap:
             return None
         return TAIL_MULTIPLE * self.idle_tail_s
 
-    def _tail_over(self, target: float) -> bool:
-        """Whether `TAIL_MISSES` spells of the last `TAIL_WINDOW` first tokens since the
-        last cut were over the tail target (and over `target`)."""
+    def _tail_miss(self, target: float) -> float | None:
+        """The `TAIL_MISSES`-th slowest spell of the last `TAIL_WINDOW` first tokens since
+        the last cut over the tail target (and over `target`); None while fewer spells
+        than `TAIL_MISSES` were over it, or before the tail target is known."""
         tail_target = self.tail_target_s()
         if tail_target is None or len(self._tail) < TAIL_MISSES:
-            return False
-        return len(self._spells_over(max(tail_target, target))) >= TAIL_MISSES
+            return None
+        spells = self._spells_over(max(tail_target, target))
+        return heapq.nlargest(TAIL_MISSES, spells)[-1] if len(spells) >= TAIL_MISSES else None
 
     def _spells_over(self, over: float) -> list[float]:
         """The slowest first token of each spell over `over` in the tail window. Misses
@@ -331,24 +333,19 @@ class AdaptiveCap:
                 spell_ends = came
         return worst
 
-    def _kept_for_the_tail(self) -> float:
-        """The share of the cap a cut for the tail keeps: `tail target / the slower miss`."""
-        tail_target = self.tail_target_s() or 0.0
-        return min(KEEP_AT_MOST, max(KEEP_AT_LEAST, tail_target / self._tail_miss()))
+    def _kept_for_the_tail(self, miss: float) -> float:
+        """The share of the cap a cut for a tail `miss` keeps: `tail target / miss`."""
+        tail_target = self.tail_target_s()
+        assert tail_target is not None  # a miss is only found against a known tail target
+        return min(KEEP_AT_MOST, max(KEEP_AT_LEAST, tail_target / miss))
 
-    def _cut_for_the_tail(self, now: float) -> None:
-        miss, tail_target = self._tail_miss(), self.tail_target_s() or 0.0
-        kept = self._kept_for_the_tail()
+    def _cut_for_the_tail(self, miss: float, now: float) -> None:
         why = (
             f"{TAIL_MISSES} spells of the last {len(self._tail)} first tokens at least "
-            f"{miss * 1000:.0f} ms, over the {tail_target * 1000:.0f} ms tail target"
+            f"{miss * 1000:.0f} ms, over the {(self.tail_target_s() or 0) * 1000:.0f} ms "
+            "tail target"
         )
-        self._cut(self.limit * kept, now, "slow_tail", why)
-
-    def _tail_miss(self) -> float:
-        """The `TAIL_MISSES`-th slowest spell over the tail target in the tail window."""
-        spells = self._spells_over(self.tail_target_s() or 0.0)
-        return heapq.nlargest(TAIL_MISSES, spells)[-1] if spells else 0.0
+        self._cut(self.limit * self._kept_for_the_tail(miss), now, "slow_tail", why)
 
     def _window(self) -> list[float]:
         """The last `WINDOW` first tokens admitted since the last cut, oldest first."""
