@@ -308,6 +308,7 @@ def bench_overload(
     info = start_engine(engine, say=lambda line: click.echo(f"[engine] {line}", err=True))
     rows = _measure(settings, engine, info, seconds, max_tokens, fixed_cap)
     _print(rows)
+    _print_targets(rows)
     json_path.parent.mkdir(parents=True, exist_ok=True)
     json_path.write_text(json.dumps(rows, indent=2))
 
@@ -546,8 +547,9 @@ def _cap_state(
     last cut with its figures."""
     ops = {"Authorization": f"Bearer {operator}"}
     rows = httpx.get(f"{url}/api/v1/engines", params={"page_size": 100}, headers=ops).json()
-    live = next((r["live"] for r in rows["items"] if r["url"] == engine_url and r.get("live")), {})
-    by_reason = _cuts_by_reason(httpx.get(f"{url}/metrics").text)
+    row = next((r for r in rows["items"] if r["url"] == engine_url and r.get("live")), None)
+    live, engine_id = (row["live"], row["id"]) if row else ({}, "")
+    by_reason = _cuts_by_reason(httpx.get(f"{url}/metrics").text, engine_id)
     since = {
         reason: n - (before or {}).get(reason, 0)
         for reason, n in by_reason.items()
@@ -564,15 +566,15 @@ def _cap_state(
     }
 
 
-def _cuts_by_reason(metrics_text: str) -> dict[str, float]:
-    """The cap cuts an API process counted, by reason, from its Prometheus text (one engine
-    is measured)."""
+def _cuts_by_reason(metrics_text: str, engine_id: str) -> dict[str, float]:
+    """The cuts of one engine's cap an API process counted, by reason, from its Prometheus
+    text."""
     return {
         sample.labels["reason"]: sample.value
         for family in text_string_to_metric_families(metrics_text)
         if family.name == "loraplex_engine_in_flight_cap_cuts"
         for sample in family.samples
-        if sample.name.endswith("_total")
+        if sample.name.endswith("_total") and sample.labels.get("engine") == engine_id
     }
 
 
@@ -712,3 +714,46 @@ def _print(rows: list[dict]) -> None:
                 + (f"cuts {reasons}; " if reasons else "")
                 + f"the cap's last cut {r['cap_last_cut']}"
             )
+
+
+# The targets of admission under overload: at 2x capacity, goodput and the admitted p99
+# TTFT against unloaded; beside a noisy neighbour, B's p99 against B alone.
+GOODPUT_AT_2X_AT_LEAST, P99_AT_2X_AT_MOST, B_P99_AT_MOST = 0.9, 2.0, 1.25
+
+
+def _print_targets(rows: list[dict]) -> None:
+    """Each target, met or missed, with the uncapped process's p99 at 0.5x and 1x beside
+    the 2x bound: where the engine misses it even below capacity with nothing refused, the
+    host's noise sets the tail, not the cap."""
+    level = {(r["level"], r.get("admission")): r for r in rows}
+    tenant = {r["tenant"]: r for r in rows if "tenant" in r}
+    on = level.get(("2.0x", "on"))
+    if on is None or "B with A" not in tenant:
+        return
+    b_refused = sum(sum(tenant[t]["refused"].values()) for t in ("B alone", "B with A"))
+    below = ", ".join(
+        f"{f} {level[f, 'off']['p99_vs_unloaded']:.2f}x"
+        for f in ("0.5x", "1.0x")
+        if (f, "off") in level
+    )
+    checks = [
+        (
+            "2x goodput",
+            on["goodput_vs_capacity"] >= GOODPUT_AT_2X_AT_LEAST,
+            f"{on['goodput_vs_capacity']:.2f} of capacity (at least {GOODPUT_AT_2X_AT_LEAST})",
+        ),
+        (
+            "2x admitted p99",
+            on["p99_vs_unloaded"] <= P99_AT_2X_AT_MOST,
+            f"{on['p99_vs_unloaded']:.2f}x unloaded (at most {P99_AT_2X_AT_MOST}; uncapped "
+            f"at {below})",
+        ),
+        (
+            "B's p99 beside A",
+            tenant["B with A"]["p99_vs_alone"] <= B_P99_AT_MOST,
+            f"{tenant['B with A']['p99_vs_alone']:.2f}x alone (at most {B_P99_AT_MOST})",
+        ),
+        ("B refused", b_refused == 0, f"{b_refused} times (none allowed)"),
+    ]
+    for name, met, figures in checks:
+        click.echo(f"target {name}: {'met' if met else 'MISSED'}, {figures}")

@@ -45,7 +45,6 @@ from loraplex.gateway.admission.engine_cap import (
     DEFAULT_CEILING,
     WARM_WITHIN_S,
     AdaptiveCap,
-    CapCut,
 )
 from loraplex.gateway.admission.errors import Overloaded
 from loraplex.gateway.admission.fair_share import (
@@ -125,6 +124,8 @@ class EngineGate:
         self._quiet_since: dict[str, float] = {}  # base model -> when its last request ended
         self._lone: dict[str, _Entry] = {}  # base model -> its last idle request's entry
         self._probes: dict[str, int] = {}  # engine id -> the number of the probe its cap saw
+        # engine id -> its cap's cuts by reason that the metrics have counted
+        self._counted_cuts: defaultdict[str, Counter[str]] = defaultdict(Counter)
 
     def shed_if_saturated(self, target: Target, priority: int, tenant_id: UUID) -> None:
         """503 + Retry-After when every candidate engine is at the in-flight cap for `priority`
@@ -458,7 +459,7 @@ class EngineGate:
                 self._probes[engine_id] = probe
                 cap.on_engine_load(load.waiting, load.running, now, probe=probe)
             if cap.cuts != cuts and cap.last_cut is not None:
-                _show_cut(engine, cap.cuts, cap.cuts - cuts, cap.last_cut)
+                _show_cut(engine, cap, self._counted_cuts[engine_id])
         _publish_cap(engine_id, cap, engine)
 
 
@@ -477,13 +478,18 @@ def _publish_cap(engine_id: str, cap: AdaptiveCap, engine: EngineHandle | None) 
         ENGINE_CAP_TAIL_TARGET.labels(engine_id).set(tail)
 
 
-def _show_cut(engine: EngineHandle, cuts: int, new: int, cut: CapCut) -> None:
-    """Put the cap's latest cut (of `new` since the last look) where the engines page, the
-    API and the metrics show it."""
-    engine.cap_cuts = cuts
-    engine.cap_last_cut = f"{cut.before:g} -> {cut.after:g}: {cut.why}"
+def _show_cut(engine: EngineHandle, cap: AdaptiveCap, counted: Counter[str]) -> None:
+    """Put the cap's latest cut where the engines page and the API show it, and count the
+    cuts not yet `counted` under each one's reason in the metrics (a first token and a
+    probe of the engine's queue may cut for two reasons at one look)."""
+    assert cap.last_cut is not None
+    engine.cap_cuts = cap.cuts
+    engine.cap_last_cut = f"{cap.last_cut.before:g} -> {cap.last_cut.after:g}: {cap.last_cut.why}"
     engine.cap_last_cut_at = datetime.now(UTC)
-    ENGINE_CAP_CUTS.labels(engine.id, cut.reason).inc(new)
+    for reason, cuts in cap.cuts_by_reason.items():
+        if cuts > counted[reason]:
+            ENGINE_CAP_CUTS.labels(engine.id, reason).inc(cuts - counted[reason])
+            counted[reason] = cuts
 
 
 @dataclass(eq=False)  # compared by identity: a tenant may have several waiters

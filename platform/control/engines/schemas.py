@@ -65,7 +65,7 @@ class EngineLiveOut(Output):
     # This API process's admission cap for the engine (adaptive: it moves with TTFT), and
     # the median TTFT it holds the engine to (null with no adaptive cap, or until a first
     # token when the target is learned), and the TTFT over which a first token is a miss of
-    # its tail (null with an operator's target, or until ten idle requests are in).
+    # its tail (null with an operator's target, or until five idle requests are in).
     in_flight_cap: int | None = None
     in_flight_cap_target_ms: float | None = None
     in_flight_cap_tail_target_ms: float | None = None

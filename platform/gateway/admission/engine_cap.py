@@ -58,19 +58,20 @@ fixed ratio.
   second slowest of a hundred, which a 16-request median cannot see. The window is 128:
   with 64, misses a little more than 64 requests apart never met in one window, and at
   2x load 1-2% of first tokens went over the bench's SLO in most runs, where a p99
-  allows 1%; with 128, a steady rate over 1 in 128 is cut. As measured on
-  SGLang, the p99 under load ran 1.6-3x the median the cap held, and at 2x load the
-  admitted p99 was 2.2-2.6x the unloaded one in 4 of 5 runs with the median alone; a
-  90th percentile of the 16 did not cut at 2x where the misses were a few percent of
-  requests. Misses count by spells: those whose waits overlapped are one (a stall of
-  the host holds every request waiting at once), and one spell cuts nothing. An
-  operator's target is a median and has no tail target. Where the median and the tail are over at the same request, the deeper
-  of the two cuts is made: as measured at 2x load, a median a hair over its target cut
-  the cap by a tenth at a time, each cut starting a new tail window before two misses
-  could gather, and the p99 ran 1.6x the median the cap held. The multiple is 1.75, not
-  2: idle requests here are timed from admission and may share a prefill with a request
-  that arrived meanwhile, and in one run their p90 exceeded the bench's unloaded p99, so
-  twice it sat over the bench's SLO and the 2x level's misses went unseen.
+  allows 1%; with 128, a steady rate over 1 in 128 is cut. As measured on SGLang, the
+  p99 under load ran 1.6-3x the median the cap held, and at 2x load the admitted p99 was
+  2.2-2.6x the unloaded one in 4 of 5 runs with the median alone; a 90th percentile of
+  the 16 did not cut at 2x where the misses were a few percent of requests. Misses count
+  by spells: those whose waits overlapped are one (a stall of the host holds every
+  request waiting at once), and one spell cuts nothing. An operator's target is a median
+  and has no tail target. Where the median and the tail are over at the same request,
+  the deeper of the two cuts is made: as measured at 2x load, a median a hair over its
+  target cut the cap by a tenth at a time, each cut starting a new tail window before
+  two misses could gather, and the p99 ran 1.6x the median the cap held. The multiple is
+  1.75, not 2: idle requests here are timed from admission and may share a prefill with
+  a request that arrived meanwhile, and in one run their p90 exceeded the bench's
+  unloaded p99, so twice it sat over the bench's SLO and the 2x level's misses went
+  unseen.
 - **Plateau**: a cut must pay. The first half window admitted after a cut for slow first
   tokens is compared with the window that made it: if the median moved by less than
   `PAYOFF_SHARE` of the cut's share either way (a cut to 0.8 of the cap that left the
@@ -110,7 +111,7 @@ from __future__ import annotations
 import heapq
 import math
 import statistics
-from collections import deque
+from collections import Counter, deque
 from dataclasses import dataclass, field
 
 IDLE_MULTIPLE = 2.0  # the multiple of the idle median in the default target (`target_s`)
@@ -167,6 +168,7 @@ class AdaptiveCap:
     last_cut_at: float = field(default=-math.inf, init=False)
     last_cut: CapCut | None = field(default=None, init=False)
     cuts: int = field(default=0, init=False)
+    cuts_by_reason: Counter[str] = field(default_factory=Counter, init=False)
     multiple: float = field(default=IDLE_MULTIPLE, init=False)  # raised on a plateau
     _judging: tuple[float, float] | None = field(default=None, init=False, repr=False)
     _raised_for_room: bool = field(default=False, init=False, repr=False)  # since a first token
@@ -391,6 +393,7 @@ class AdaptiveCap:
         before = self.limit
         self.limit = max(float(self.floor), to)
         self.last_cut_at, self.cuts = now, self.cuts + 1
+        self.cuts_by_reason[reason] += 1
         self.last_cut = CapCut(reason, round(before, 1), round(self.limit, 1), why)
         self._tail.clear()  # the next cut waits for requests admitted under this cap
         self._waits.clear()

@@ -21,6 +21,7 @@ from loraplex.gateway.admission.errors import Overloaded
 from loraplex.gateway.gate import EngineGate, in_flight_allowance
 from loraplex.gateway.resolve import Target
 from loraplex.gateway.routing import EngineRouter
+from loraplex.serving.engines.protocol import EngineLoad
 from loraplex.serving.registry import EngineHandle, EngineRegistry
 from tests.support.fake_driver import fake_engine
 
@@ -317,6 +318,39 @@ def test_a_cut_of_the_adaptive_cap_is_shown_with_its_reason_and_counted() -> Non
     assert target == pytest.approx(0.1)
     after = REGISTRY.get_sample_value("loraplex_engine_in_flight_cap_cuts_total", labels)
     assert after == before + 1
+
+
+def test_two_cuts_at_one_look_are_counted_each_under_its_own_reason() -> None:
+    gate, engine = _adaptive_gate()
+    args = ADMIT_ARGS
+    metric = "loraplex_engine_in_flight_cap_cuts_total"
+    reasons = ("slow_first_tokens", "engine_queue")
+    before = {
+        r: REGISTRY.get_sample_value(metric, {"engine": "e", "reason": r}) or 0 for r in reasons
+    }
+
+    async def serve(pairs: int) -> None:
+        for i in range(pairs):  # as above: one fast request alone, one ten times slower
+            alone = await gate.admit(uuid.uuid4(), {"priority": 1}, f"a{i}", **args)  # type: ignore[arg-type]
+            gate.first_token("e", 0.05, request_id=f"a{i}")
+            beside = await gate.admit(uuid.uuid4(), {"priority": 1}, f"b{i}", **args)  # type: ignore[arg-type]
+            for ticket, rid, ttft_s in ((alone, f"a{i}", 0.05), (beside, f"b{i}", 0.5)):
+                async with gate.hold(ticket, TARGET):
+                    pass
+                # the engine's queue is probed twice in a row, the second time just before
+                # the first token that cuts for slow first tokens
+                if (i, rid) in ((2, f"b{i}"), (3, f"b{i}")):
+                    engine.engine_load = EngineLoad(running=1, waiting=3)
+                    engine.engine_load_probes += 1
+                gate.observe("e", 0.5, 1, ttft_s, rid)
+
+    gate.cap_of(engine)
+    asyncio.run(serve(4))
+
+    assert engine.cap_cuts == 2
+    for reason in reasons:
+        after = REGISTRY.get_sample_value(metric, {"engine": "e", "reason": reason})
+        assert after == before[reason] + 1, reason
 
 
 def test_the_tail_target_is_shown_once_enough_idle_requests_are_in() -> None:
