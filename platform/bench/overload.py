@@ -753,7 +753,7 @@ def _print_targets(rows: list[dict]) -> None:
             tenant["B with A"]["p99_vs_alone"] <= B_P99_AT_MOST,
             f"{tenant['B with A']['p99_vs_alone']:.2f}x alone (at most {B_P99_AT_MOST})",
         ),
-        ("B refused", b_refused == 0, f"{b_refused} times (none allowed)"),
+        ("B refused", b_refused == 0, f"{b_refused} requests (none allowed)"),
     ]
     for name, met, figures in checks:
         click.echo(f"target {name}: {'met' if met else 'MISSED'}, {figures}")

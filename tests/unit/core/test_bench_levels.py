@@ -4,7 +4,15 @@ level, so a p99 miss can be read."""
 
 from __future__ import annotations
 
-from loraplex.bench.overload import LEVEL_MAX_SECONDS, LEVEL_MIN_REQUESTS, Outcome, _level_seconds
+import pytest
+
+from loraplex.bench.overload import (
+    LEVEL_MAX_SECONDS,
+    LEVEL_MIN_REQUESTS,
+    Outcome,
+    _level_seconds,
+    _print_targets,
+)
 
 SLO_MS = 100.0
 
@@ -35,3 +43,32 @@ def test_slow_requests_apart_are_spells_of_one() -> None:
     spread = [(1.0, 0.2), (5.0, 0.2), (9.0, 0.2)]
     fast = [(i * 0.5, 0.05) for i in range(20)]
     assert _level(fast + spread).slow_spells(SLO_MS) == [(1.0, 1), (5.0, 1), (9.0, 1)]
+
+
+def _rows(p99_on: float, b_refused: int) -> list[dict]:
+    """The rows `_print_targets` reads: uncapped 0.5x and 1x, capped 2x, the neighbours."""
+    off = [
+        {"level": f, "admission": "off", "p99_vs_unloaded": x}
+        for f, x in (("0.5x", 1.6), ("1.0x", 2.3))
+    ]
+    on = {"level": "2.0x", "admission": "on", "goodput_vs_capacity": 1.4, "p99_vs_unloaded": p99_on}
+    b = {"level": "noisy-neighbour", "tenant": "B alone", "refused": {}}
+    b_with_a = {
+        "level": "noisy-neighbour",
+        "tenant": "B with A",
+        "refused": {"503 overloaded": b_refused},
+        "p99_vs_alone": 1.1,
+    }
+    return [*off, on, b, b_with_a]
+
+
+def test_the_bench_ends_with_each_target_met_or_missed(capsys: pytest.CaptureFixture[str]) -> None:
+    _print_targets(_rows(p99_on=2.6, b_refused=1))
+    said = capsys.readouterr().out.splitlines()
+    assert said[0].startswith("target 2x goodput: met, 1.40 of capacity")
+    assert said[1] == (
+        "target 2x admitted p99: MISSED, 2.60x unloaded (at most 2.0; uncapped at 0.5x 1.60x, "
+        "1.0x 2.30x)"
+    )
+    assert said[2].startswith("target B's p99 beside A: met")
+    assert said[3] == "target B refused: MISSED, 1 requests (none allowed)"

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from types import SimpleNamespace
 
 import pytest
 from prometheus_client import REGISTRY
 
+from loraplex.gateway import gate as gate_module
 from loraplex.gateway.admission.engine_cap import (
     TAIL_MULTIPLE,
     TAIL_SAMPLES,
@@ -291,24 +292,31 @@ def test_the_adaptive_cap_grows_from_the_engine_slots_while_requests_are_fast() 
     assert engine.in_flight_cap is not None and engine.in_flight_cap > 4
 
 
+async def _serve_fast_and_slow_pairs(
+    gate: EngineGate, pairs: int, before_the_slow_one: Callable[[int], None] = lambda _: None
+) -> None:
+    """Pairs of requests at once: the first finds the engine idle and is fast (50 ms), the
+    second, admitted beside it, is ten times slower; `before_the_slow_one(pair)` runs just
+    before the slow one's first token is reported."""
+    for i in range(pairs):
+        alone = await gate.admit(uuid.uuid4(), {"priority": 1}, f"a{i}", **ADMIT_ARGS)  # type: ignore[arg-type]
+        gate.first_token("e", 0.05, request_id=f"a{i}")  # alone through its prefill
+        beside = await gate.admit(uuid.uuid4(), {"priority": 1}, f"b{i}", **ADMIT_ARGS)  # type: ignore[arg-type]
+        for ticket, rid, ttft_s in ((alone, f"a{i}", 0.05), (beside, f"b{i}", 0.5)):
+            async with gate.hold(ticket, TARGET):
+                pass
+            if rid == f"b{i}":
+                before_the_slow_one(i)
+            gate.observe("e", 0.5, 1, ttft_s, rid)
+
+
 def test_a_cut_of_the_adaptive_cap_is_shown_with_its_reason_and_counted() -> None:
     gate, engine = _adaptive_gate()
-    args = ADMIT_ARGS
     labels = {"engine": "e", "reason": "slow_first_tokens"}
     before = REGISTRY.get_sample_value("loraplex_engine_in_flight_cap_cuts_total", labels) or 0
 
-    async def serve(pairs: int) -> None:
-        for i in range(pairs):  # two at once: the first finds the engine idle, fast ...
-            alone = await gate.admit(uuid.uuid4(), {"priority": 1}, f"a{i}", **args)  # type: ignore[arg-type]
-            gate.first_token("e", 0.05, request_id=f"a{i}")  # alone through its prefill
-            beside = await gate.admit(uuid.uuid4(), {"priority": 1}, f"b{i}", **args)  # type: ignore[arg-type]
-            for ticket, rid, ttft_s in ((alone, f"a{i}", 0.05), (beside, f"b{i}", 0.5)):
-                async with gate.hold(ticket, TARGET):
-                    pass
-                gate.observe("e", 0.5, 1, ttft_s, rid)  # ... the second is ten times slower
-
     gate.cap_of(engine)
-    asyncio.run(serve(4))  # eight first tokens: the least window that may cut
+    asyncio.run(_serve_fast_and_slow_pairs(gate, 4))  # eight first tokens: the least window
 
     assert engine.cap_cuts == 1 and engine.cap_last_cut_at is not None
     assert engine.cap_last_cut.startswith("4 -> 2: median TTFT")  # kept at least half
@@ -322,30 +330,21 @@ def test_a_cut_of_the_adaptive_cap_is_shown_with_its_reason_and_counted() -> Non
 
 def test_two_cuts_at_one_look_are_counted_each_under_its_own_reason() -> None:
     gate, engine = _adaptive_gate()
-    args = ADMIT_ARGS
     metric = "loraplex_engine_in_flight_cap_cuts_total"
     reasons = ("slow_first_tokens", "engine_queue")
     before = {
         r: REGISTRY.get_sample_value(metric, {"engine": "e", "reason": r}) or 0 for r in reasons
     }
 
-    async def serve(pairs: int) -> None:
-        for i in range(pairs):  # as above: one fast request alone, one ten times slower
-            alone = await gate.admit(uuid.uuid4(), {"priority": 1}, f"a{i}", **args)  # type: ignore[arg-type]
-            gate.first_token("e", 0.05, request_id=f"a{i}")
-            beside = await gate.admit(uuid.uuid4(), {"priority": 1}, f"b{i}", **args)  # type: ignore[arg-type]
-            for ticket, rid, ttft_s in ((alone, f"a{i}", 0.05), (beside, f"b{i}", 0.5)):
-                async with gate.hold(ticket, TARGET):
-                    pass
-                # the engine's queue is probed twice in a row, the second time just before
-                # the first token that cuts for slow first tokens
-                if (i, rid) in ((2, f"b{i}"), (3, f"b{i}")):
-                    engine.engine_load = EngineLoad(running=1, waiting=3)
-                    engine.engine_load_probes += 1
-                gate.observe("e", 0.5, 1, ttft_s, rid)
+    def probe_a_queue(pair: int) -> None:
+        # the engine's queue is probed twice in a row, the second time just before the
+        # first token that cuts for slow first tokens
+        if pair >= 2:
+            engine.engine_load = EngineLoad(running=1, waiting=3)
+            engine.engine_load_probes += 1
 
     gate.cap_of(engine)
-    asyncio.run(serve(4))
+    asyncio.run(_serve_fast_and_slow_pairs(gate, 4, before_the_slow_one=probe_a_queue))
 
     assert engine.cap_cuts == 2
     for reason in reasons:
@@ -373,11 +372,15 @@ def test_the_tail_target_is_shown_once_enough_idle_requests_are_in() -> None:
     assert gauge == pytest.approx(engine.cap_tail_target_ms / 1000)
 
 
-def test_a_request_that_finds_the_engine_after_a_quiet_spell_teaches_the_cap_nothing() -> None:
+def test_a_request_that_finds_the_engine_after_a_quiet_spell_teaches_the_cap_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     # As measured on CPU, a request after 0.3-1 s of quiet took twice as long as one
     # right after another: the host was cold, not the engine loaded.
     gate, engine = _adaptive_gate()
     args = ADMIT_ARGS
+    now = [1000.0]  # the gate's clock, moved by hand: a slow host cannot make "right after" late
+    monkeypatch.setattr(gate_module, "time", SimpleNamespace(monotonic=lambda: now[0]))
 
     async def serve_alone(rid: str, ttft_s: float) -> None:
         ticket = await gate.admit(uuid.uuid4(), {"priority": 1}, rid, **args)  # type: ignore[arg-type]
@@ -387,7 +390,7 @@ def test_a_request_that_finds_the_engine_after_a_quiet_spell_teaches_the_cap_not
     gate.cap_of(engine)
     asyncio.run(serve_alone("warm", 0.05))
     assert engine.cap_target_ms == 100.0
-    time.sleep(2 * WARM_WITHIN_S)
+    now[0] += 2 * WARM_WITHIN_S
     asyncio.run(serve_alone("cold", 0.5))  # would be the idle median's half, or a cut
     assert engine.cap_target_ms == 100.0 and engine.cap_cuts == 0
     asyncio.run(serve_alone("warm again", 0.07))  # right after: warm, and taught
