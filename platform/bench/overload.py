@@ -563,6 +563,7 @@ def _cap_state(
         "cap_last_cut": live.get("in_flight_cap_last_cut"),
         "cap_target_ms": live.get("in_flight_cap_target_ms"),
         "cap_tail_target_ms": live.get("in_flight_cap_tail_target_ms"),
+        "burst_limit": live.get("prefill_burst_limit"),
     }
 
 
@@ -700,11 +701,12 @@ def _print(rows: list[dict]) -> None:
             )
     for r in rows:  # what the cap held each "on" level to, against the bench's SLO
         if r.get("admission") == "on" and r.get("cap_target_ms"):
-            tail = r.get("cap_tail_target_ms")
+            tail, burst = r.get("cap_tail_target_ms"), r.get("burst_limit")
             click.echo(
                 f"{r['level']} on: the cap's TTFT target {r['cap_target_ms']:.0f} ms, tail "
                 f"target {f'{tail:.0f} ms' if tail else 'not yet known'}, the SLO "
-                f"{r['slo_ms']:.0f} ms"
+                f"{r['slo_ms']:.0f} ms; "
+                + (f"bursts of {burst} when busy" if burst else "no burst limit learned")
             )
     for r in rows:  # why the cap fell, where it was cut
         if r.get("cap_cuts") or (r.get("cap_last_cut") and "tenant" in r):

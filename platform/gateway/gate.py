@@ -25,6 +25,13 @@ furthest below its weighted share, and a tenant below its share goes in past the
 another tenant holds more than its own, so a flood from one tenant never refuses another
 within its quota. A request about to be shed is first checked against its own quota: a
 tenant over it gets its 429, not the engines' 503.
+
+On a busy engine (running at least half its cap), the gate also limits how many
+requests wait for their first token on the engines at once (`admission.burst_limit`,
+learned per engine from the bursts seen too slow): the cap does not stop several requests
+that arrive within a few milliseconds while there is room under it, and the engine
+prefills them together, each as slow as the lot. A tenant below its fair share of those
+places still goes in.
 """
 
 from __future__ import annotations
@@ -41,6 +48,7 @@ from typing import Any
 from uuid import UUID
 
 from loraplex.gateway.admission import OverloadShedder, TenantQuotas, Ticket
+from loraplex.gateway.admission.burst_limit import BurstLimit
 from loraplex.gateway.admission.engine_cap import (
     DEFAULT_CEILING,
     WARM_WITHIN_S,
@@ -58,6 +66,7 @@ from loraplex.gateway.resolve import Target
 from loraplex.gateway.routing import EngineRouter
 from loraplex.observability.metrics import (
     ADMISSION_REJECTIONS,
+    ENGINE_BURST_LIMIT,
     ENGINE_CAP_CUTS,
     ENGINE_CAP_TAIL_TARGET,
     ENGINE_CAP_TARGET,
@@ -70,6 +79,11 @@ from loraplex.serving.registry import EngineHandle
 # class is shed first, the highest may use a little headroom past the cap.
 PRIORITY_SHARE = (0.8, 1.0, 1.2)
 LIGHT_WAIT_S = 0.1  # a tenant below its share waits at least this long for a place
+# An engine running at least this share of its cap is busy: a burst past its burst limit is
+# shed. Below it a burst goes in: a tenant's parallel calls on a quiet platform, a light
+# tenant's Poisson bursts (a limit in a flood only, where the cap bound for most requests,
+# let bursts of three through at 2x load in a run whose cap seldom bound: docs/admission.md).
+BUSY_SHARE = 0.5
 
 
 def in_flight_allowance(cap: int, priority: int) -> int:
@@ -91,6 +105,8 @@ class _Entry:
     idle: bool
     at_cap: bool  # the cap was (nearly) reached
     prompt_tokens: int  # as estimated at admission
+    tenant: TenantKey
+    peak: int = 1  # the most requests waiting for a first token at once in its wait, itself too
     learned: bool = False  # its first token was handled: fed to the cap, or dropped if cold
     cold: bool = False  # nothing had run for its model for `WARM_WITHIN_S`: not a signal
 
@@ -116,11 +132,14 @@ class EngineGate:
         self.labeler, self.queue_wait_s = labeler or TenantLabeler(), queue_wait_s
         self.adaptive, self.ttft_slo_s = adaptive, ttft_slo_s
         self.caps: dict[str, AdaptiveCap] = {}  # engine id -> its cap (adaptive only)
+        self.bursts: dict[str, BurstLimit] = {}  # engine id -> its burst limit (adaptive only)
         self._admitted: Counter[str] = Counter()  # per base model: admitted, not yet ended
         self._running: Counter[TenantKey] = Counter()  # the same, per tenant
         self._claims: dict[TenantKey, Claim] = {}  # each tenant's weight and bound, by model
         self._waiters: defaultdict[str, list[_Waiter]] = defaultdict(list)  # arrival order
         self._entries: dict[str, _Entry] = {}  # request id -> when and how it was let in
+        # base model -> its admitted requests with no first token yet (request id -> entry)
+        self._prefilling: defaultdict[str, dict[str, _Entry]] = defaultdict(dict)
         self._quiet_since: dict[str, float] = {}  # base model -> when its last request ended
         self._lone: dict[str, _Entry] = {}  # base model -> its last idle request's entry
         self._probes: dict[str, int] = {}  # engine id -> the number of the probe its cap saw
@@ -134,7 +153,7 @@ class EngineGate:
             return
         if self._raise_a_cap_with_room(target) and not self._saturated(target, priority):
             return
-        raise Overloaded("1")
+        raise Overloaded("1", reason="engine_concurrency")
 
     def _raise_a_cap_with_room(self, target: Target) -> bool:
         """Raise the cap of one of `target`'s engines that has clear room (its median TTFT
@@ -192,6 +211,7 @@ class EngineGate:
             cap = self.caps[engine.id] = AdaptiveCap(
                 seed=max(self.parallelism, engine.gpu_slots), ceiling=ceiling, slo_s=self.ttft_slo_s
             )
+            self.bursts[engine.id] = BurstLimit()
             _publish_cap(engine.id, cap, engine)
         return cap.value
 
@@ -256,6 +276,30 @@ class EngineGate:
         known = [t for t in targets if t is not None]
         return max(min(known) / 2, LIGHT_WAIT_S) if known else LIGHT_WAIT_S
 
+    def shed_a_burst(self, target: Target, tenant_id: UUID | None) -> None:
+        """503 + Retry-After for a request that would start its prefill beside as many
+        others as `target`'s engines' burst limits allow, while they are busy (they run at
+        least `BUSY_SHARE` of their caps), unless its tenant waits for fewer first tokens
+        than its fair share of those places."""
+        limit = 0
+        for engine in self.router.ordered(target):
+            burst = self.bursts.get(engine.id)
+            if burst is None or burst.limit is None:
+                return  # an engine with no limit learned takes the burst
+            limit += burst.limit
+        model, places = target.base_model, self._places(target, 1)
+        if math.isinf(places) or self._admitted[model] < BUSY_SHARE * places:
+            return  # room enough: the burst shares its prefill, as on a quiet platform
+        prefilling = self._prefilling[model].values()
+        if len(prefilling) < limit:
+            return
+        tenants = {entry.tenant for entry in prefilling} | {(model, tenant_id)}
+        shares = fair_shares(limit, {t: self._claims.get(t, Claim(1.0)) for t in tenants})
+        own = sum(1 for entry in prefilling if entry.tenant == (model, tenant_id))
+        if own < shares[model, tenant_id]:
+            return  # a light tenant beside a heavy one
+        raise Overloaded("1", reason="engine_burst")
+
     def _enter(
         self,
         target: Target,
@@ -274,9 +318,14 @@ class EngineGate:
             idle=alone and not cold,
             at_cap=self._admitted[model] + 1 >= places - len(self.router.ordered(target)),
             prompt_tokens=prompt_tokens,
+            tenant=(model, tenant_id),
             cold=cold,
         )
         self._entries[request_id] = entry
+        prefilling = self._prefilling[model]
+        prefilling[request_id] = entry
+        for waiting in prefilling.values():
+            waiting.peak = max(waiting.peak, len(prefilling))
         lone = self._lone.pop(model, None)
         if lone is not None and not lone.learned:
             lone.idle = False  # it shares its prefill with this one: no idle reference
@@ -342,12 +391,13 @@ class EngineGate:
         )
         try:
             await self.wait_for_room(target, limits.get("priority", 0), tenant_id)
-        except Overloaded:
+            self.shed_a_burst(target, tenant_id)
+        except Overloaded as shed:
             if self.quotas is not None:  # over its own quota: a 429 says more than a 503
                 await self.quotas.refuse_if_over_quota(
                     tenant_id, limits, stream=stream, estimated_tokens=prompt_tokens + max_tokens
                 )
-            ADMISSION_REJECTIONS.labels("engine_concurrency", self.labeler(tenant_id)).inc()
+            ADMISSION_REJECTIONS.labels(shed.reason, self.labeler(tenant_id)).inc()
             raise
         self._enter(target, tenant_id, limits, request_id, prompt_tokens)  # `hold` gives it back
         if self.quotas is None:
@@ -362,7 +412,7 @@ class EngineGate:
                 estimated_ttft_s=self.estimate_ttft_s(target, prompt_tokens),
             )
         except BaseException:
-            self._entries.pop(request_id, None)
+            self._forget(request_id)
             self._leave(target, tenant_id)
             raise
 
@@ -406,7 +456,7 @@ class EngineGate:
         request_id: str = "",
     ) -> None:
         """Feed a finished request's timings back into the load estimate and the engine's cap."""
-        entry = self._entries.pop(request_id, None)
+        entry = self._forget(request_id)
         if engine_id is None:
             return
         if self.shedder is not None:
@@ -419,7 +469,7 @@ class EngineGate:
         now, cuts = time.monotonic(), cap.cuts
         if ttft_s is not None and entry is not None and not entry.learned:
             entry.prompt_tokens = prompt_tokens
-            self._learn(cap, entry, ttft_s, now)
+            self._learn(engine_id, cap, entry, ttft_s, now)
         self._after_learning(engine_id, cap, cuts, now)
 
     def first_token(self, engine_id: str, ttft_s: float, request_id: str) -> None:
@@ -427,19 +477,35 @@ class EngineGate:
         the stream ends (`observe`). A 32-token stream on the CPU engine ran ~1 s, in which
         2x load admitted another ~16 requests under a cap that had not heard yet."""
         entry, cap = self._entries.get(request_id), self.caps.get(engine_id)
+        if entry is not None:
+            self._prefilling[entry.tenant[0]].pop(request_id, None)
         if entry is None or cap is None or entry.learned:
             return
         now, cuts = time.monotonic(), cap.cuts
-        self._learn(cap, entry, ttft_s, now)
+        self._learn(engine_id, cap, entry, ttft_s, now)
         self._after_learning(engine_id, cap, cuts, now)
 
-    @staticmethod
-    def _learn(cap: AdaptiveCap, entry: _Entry, ttft_s: float, now: float) -> None:
-        """Feed a first token to the cap, once; not one of a request that found the engine
-        cold (`WARM_WITHIN_S`): it is neither the idle reference nor a sign of load."""
+    def _forget(self, request_id: str) -> _Entry | None:
+        """A request ended (or was never let in): it waits for no first token any more."""
+        entry = self._entries.pop(request_id, None)
+        if entry is not None:
+            self._prefilling[entry.tenant[0]].pop(request_id, None)
+        return entry
+
+    def _learn(
+        self, engine_id: str, cap: AdaptiveCap, entry: _Entry, ttft_s: float, now: float
+    ) -> None:
+        """Feed a first token to the cap and its burst limit, once; not one of a request
+        that found the engine cold (`WARM_WITHIN_S`): it is neither the idle reference nor
+        a sign of load."""
         entry.learned = True
         if entry.cold:
             return
+        burst = self.bursts.get(engine_id)
+        if burst is not None:  # judged on the tail target before this token may move it
+            burst.on_first_token(
+                over_tail=cap.over_tail(ttft_s, entry.prompt_tokens), peak=entry.peak
+            )
         cap.on_first_token(
             ttft_s,
             admitted_at=entry.at,
@@ -461,6 +527,11 @@ class EngineGate:
             if cap.cuts != cuts and cap.last_cut is not None:
                 _show_cut(engine, cap, self._counted_cuts[engine_id])
         _publish_cap(engine_id, cap, engine)
+        burst = self.bursts.get(engine_id)
+        if burst is not None and burst.limit is not None:
+            ENGINE_BURST_LIMIT.labels(engine_id).set(burst.limit)
+            if engine is not None:
+                engine.burst_limit = burst.limit
 
 
 def _publish_cap(engine_id: str, cap: AdaptiveCap, engine: EngineHandle | None) -> None:

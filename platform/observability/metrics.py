@@ -98,6 +98,12 @@ ENGINE_CAP_TAIL_TARGET = Gauge(
     "miss (1.75x the idle requests' 90th percentile; unset with LORAPLEX_ENGINE_TTFT_SLO_S).",
     ["engine"],
 )
+ENGINE_BURST_LIMIT = Gauge(
+    "loraplex_engine_prefill_burst_limit",
+    "On a busy engine, how many requests this API process lets wait for their first token "
+    "on it at once (learned from bursts too slow; unset until one is seen).",
+    ["engine"],
+)
 ENGINE_CAP_CUTS = Counter(
     "loraplex_engine_in_flight_cap_cuts",
     "Times this API process cut an engine's adaptive cap, by reason "
@@ -118,6 +124,7 @@ REJECTION_REASONS: dict[str, tuple[int, str]] = {
     "streams": (429, "at its limit of open streams"),
     "too_large": (429, "one request larger than its tokens per minute"),
     "engine_concurrency": (503, "shed for load: the engines at their in-flight cap"),
+    "engine_burst": (503, "shed for load: a burst on busy engines, past their prefills at once"),
     "overload": (503, "shed for load: estimated time to first token over the SLO"),
     "limiter_unavailable": (503, "the quota store (Redis) did not answer"),
 }

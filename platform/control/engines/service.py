@@ -228,6 +228,7 @@ def _live(handle: EngineHandle | None) -> EngineLiveOut | None:
         in_flight_cap=handle.in_flight_cap,
         in_flight_cap_target_ms=handle.cap_target_ms,
         in_flight_cap_tail_target_ms=handle.cap_tail_target_ms,
+        prefill_burst_limit=handle.burst_limit,
         in_flight_cap_cuts=handle.cap_cuts,
         in_flight_cap_last_cut=handle.cap_last_cut,
         in_flight_cap_last_cut_at=handle.cap_last_cut_at,

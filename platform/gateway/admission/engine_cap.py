@@ -167,7 +167,6 @@ class AdaptiveCap:
     _queued_probe: int = field(default=-1, init=False, repr=False)  # last probe with a queue
     last_cut_at: float = field(default=-math.inf, init=False)
     last_cut: CapCut | None = field(default=None, init=False)
-    cuts: int = field(default=0, init=False)
     cuts_by_reason: Counter[str] = field(default_factory=Counter, init=False)
     multiple: float = field(default=IDLE_MULTIPLE, init=False)  # raised on a plateau
     _judging: tuple[float, float] | None = field(default=None, init=False, repr=False)
@@ -181,6 +180,11 @@ class AdaptiveCap:
         self._bound = deque(maxlen=WINDOW)
         self._tail = deque(maxlen=TAIL_WINDOW)
         self._waits = deque(maxlen=TAIL_WINDOW)  # the wait of each first token in `_tail`
+
+    @property
+    def cuts(self) -> int:
+        """Times the cap has been cut, for any reason."""
+        return sum(self.cuts_by_reason.values())
 
     @property
     def value(self) -> int:
@@ -262,6 +266,11 @@ class AdaptiveCap:
         self.limit = min(float(self.ceiling), self.limit + 1.0)
         self._raised_for_room = True
         return True
+
+    def over_tail(self, ttft_s: float, prompt_tokens: int = 0) -> bool:
+        """Whether a first token is over the tail target, for its prompt's allowance."""
+        tail_target = self.tail_target_s()
+        return tail_target is not None and ttft_s / self._allowance(prompt_tokens) > tail_target
 
     def on_engine_load(self, waiting: float, running: float, now: float, *, probe: int) -> None:
         """One probe of the engine's own queue: `waiting` requests not started, `running`.
@@ -392,7 +401,7 @@ class AdaptiveCap:
     def _cut(self, to: float, now: float, reason: str, why: str) -> None:
         before = self.limit
         self.limit = max(float(self.floor), to)
-        self.last_cut_at, self.cuts = now, self.cuts + 1
+        self.last_cut_at = now
         self.cuts_by_reason[reason] += 1
         self.last_cut = CapCut(reason, round(before, 1), round(self.limit, 1), why)
         self._tail.clear()  # the next cut waits for requests admitted under this cap

@@ -22,12 +22,19 @@ class Overloaded(LoraplexError):
     status_code = 503
     code = "overloaded"
 
-    def __init__(self, retry_after: str, headers: dict[str, str] | None = None):
+    def __init__(
+        self,
+        retry_after: str,
+        headers: dict[str, str] | None = None,
+        *,
+        reason: str = "overload",
+    ):
         merged = {**(headers or {}), "Retry-After": retry_after}
         super().__init__(
             "The service is overloaded; retry after the time in Retry-After", headers=merged
         )
         self.retry_after = retry_after
+        self.reason = reason  # for the metrics (`REJECTION_REASONS`), never the client
 
 
 class LimiterUnavailable(LoraplexError):

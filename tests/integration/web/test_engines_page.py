@@ -95,6 +95,7 @@ async def test_the_engines_page_and_api_say_when_and_why_the_cap_was_last_cut(
     assert handle is not None
     handle.in_flight_cap, handle.cap_cuts = 6, 2  # as the gate leaves it after two cuts
     handle.cap_target_ms, handle.cap_tail_target_ms = 120.0, 152.0
+    handle.burst_limit = 2  # a burst of three was seen too slow
     handle.cap_last_cut = "12 -> 6: median TTFT of the last 16 requests 210 ms, over 120 ms"
     handle.cap_last_cut_at = datetime.now(UTC)
     try:
@@ -111,3 +112,5 @@ async def test_the_engines_page_and_api_say_when_and_why_the_cap_was_last_cut(
     assert "TTFT target 120 ms" in row[: row.index("</tr>")]
     assert live["in_flight_cap_tail_target_ms"] == 152.0
     assert "tail target 152 ms" in row[: row.index("</tr>")]
+    assert live["prefill_burst_limit"] == 2
+    assert "bursts of 2 when busy" in row[: row.index("</tr>")]

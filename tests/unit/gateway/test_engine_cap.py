@@ -402,3 +402,14 @@ def test_a_cut_far_over_idle_is_not_a_plateau_and_raises_nothing() -> None:
     now = _at_cap(cap, lambda running: far, 8, start=0.0)
     _at_cap(cap, lambda running: far, 8 + 4, start=now)  # a few admitted before the cut
     assert cap.target_s() == TARGET and cap.cuts == 2
+
+
+def test_a_first_token_is_over_the_tail_per_its_prompts_allowance() -> None:
+    cap = AdaptiveCap(seed=4)
+    for _ in range(TAIL_SAMPLES):  # idle requests of 10-token prompts at 50 ms
+        cap.on_first_token(
+            IDLE, admitted_at=0.0, idle=True, at_cap=False, now=IDLE, prompt_tokens=10
+        )
+    tail = TAIL_MULTIPLE * IDLE
+    assert cap.over_tail(tail * 1.1, prompt_tokens=10) and not cap.over_tail(tail * 0.9, 10)
+    assert not cap.over_tail(tail * 1.1, prompt_tokens=20)  # twice the prompt, twice the time

@@ -29,9 +29,9 @@ from tests.support.fake_driver import fake_engine
 TARGET = Target(model="tiny", base_model="tiny", max_context=4096, base_source="/nowhere")
 
 
-def _gate(in_flight: int, cap: int) -> EngineGate:
+def _gate(in_flight: int, cap: int, gpu_slots: int = 4) -> EngineGate:
     registry = EngineRegistry()
-    registry.add(fake_engine(in_flight=in_flight))
+    registry.add(fake_engine(gpu_slots=gpu_slots, in_flight=in_flight))
     return EngineGate(
         None,
         None,
@@ -44,9 +44,10 @@ def _gate(in_flight: int, cap: int) -> EngineGate:
 ADMIT_ARGS = dict(stream=True, target=TARGET, prompt_tokens=1, max_tokens=1)
 
 
-def _adaptive_gate() -> tuple[EngineGate, EngineHandle]:
-    """A gate with the adaptive cap on engine "e", which has nothing in flight."""
-    gate = _gate(in_flight=0, cap=0)
+def _adaptive_gate(gpu_slots: int = 4) -> tuple[EngineGate, EngineHandle]:
+    """A gate with the adaptive cap on engine "e" (starting at its `gpu_slots`), which has
+    nothing in flight."""
+    gate = _gate(in_flight=0, cap=0, gpu_slots=gpu_slots)
     gate.adaptive = True
     engine = gate.router.registry.get("e")
     assert engine is not None
@@ -488,3 +489,57 @@ def test_a_request_at_a_cap_left_low_with_clear_room_raises_it_instead_of_being_
     # show the engine still has room, and without one it is shed.
     assert asyncio.run(scenario()) == ["in", "in", "in", "shed"]
     assert engine.in_flight_cap == 3
+
+
+def _learn_a_burst_limit(gate: EngineGate, heavy: uuid.UUID) -> None:
+    """Five idle requests at 50 ms (a tail target of 87.5 ms), then a burst of three from
+    `heavy` whose first tokens all take 200 ms: the engine learns a limit of two."""
+
+    async def serve() -> None:
+        for i in range(TAIL_SAMPLES):  # one at a time: each finds the engine idle
+            ticket = await gate.admit(uuid.uuid4(), {"priority": 1}, f"idle{i}", **ADMIT_ARGS)  # type: ignore[arg-type]
+            async with gate.hold(ticket, TARGET):
+                pass
+            gate.observe("e", 0.5, 1, 0.05, f"idle{i}")
+        burst = [f"burst{i}" for i in range(3)]
+        for rid in burst:  # no limit learned yet: the three go in and share their prefill
+            await gate.admit(heavy, {"priority": 1}, rid, **ADMIT_ARGS)  # type: ignore[arg-type]
+        for rid in burst:
+            gate.first_token("e", 0.2, request_id=rid)
+        for rid in burst:
+            async with gate.hold(None, TARGET, heavy):
+                pass
+            gate.observe("e", 0.5, 1, 0.2, rid)
+
+    asyncio.run(serve())
+
+
+@pytest.mark.parametrize("cap, busy", [(4, True), (8, False)])
+def test_on_a_busy_engine_a_burst_past_the_learned_limit_is_shed_but_not_a_light_tenants_request(
+    cap: int, busy: bool
+) -> None:
+    gate, engine = _adaptive_gate(gpu_slots=cap)
+    heavy, light = uuid.uuid4(), uuid.uuid4()
+    assert gate.cap_of(engine) == cap  # the burst limit, not the cap, is what is reached
+    _learn_a_burst_limit(gate, heavy)
+    assert engine.burst_limit == 2
+    shed = {"reason": "engine_burst", "tenant": str(heavy)}
+    shed_before = REGISTRY.get_sample_value("loraplex_admission_rejections_total", shed) or 0
+
+    async def burst() -> bool:
+        for i in range(2):  # two of a cap of 4 are half of it: busy; of 8, room
+            await gate.admit(heavy, {"priority": 1}, f"again{i}", **ADMIT_ARGS)  # type: ignore[arg-type]
+        try:
+            await gate.admit(heavy, {"priority": 1}, "again2", **ADMIT_ARGS)  # type: ignore[arg-type]
+        except Overloaded:
+            third_in = False
+        else:
+            third_in = True
+        # beside the heavy tenant's burst, a tenant with nothing waiting goes in
+        await gate.admit(light, {"priority": 1}, "light", **ADMIT_ARGS)  # type: ignore[arg-type]
+        return third_in
+
+    third_in = asyncio.run(burst())
+    assert third_in is not busy  # with room, a burst shares its prefill, as before
+    shed_after = REGISTRY.get_sample_value("loraplex_admission_rejections_total", shed) or 0
+    assert shed_after == shed_before + (1 if busy else 0)
