@@ -392,7 +392,7 @@ def _measure(
             asyncio.run(
                 closed_loop(on_url, key, WARM_UP_STREAMS, WARM_UP_S, max_tokens, logit_bias=bias)
             )
-            cuts: dict[str, float] = {}
+            state: dict = {}
             for factor in (0.5, 1.0, 2.0, 4.0):
                 for mode, url, pid in (("off", off_url, off_pid), ("on", on_url, on_pid)):
                     api_cpu, api_gc = cpu_seconds(pid), _gc_paused(url)
@@ -412,8 +412,8 @@ def _measure(
                         "requests": out.timeline(),
                     }
                     if mode == "on":
-                        row.update(_cap_state(url, operator, engine.url, cuts))
-                        cuts = row["cap_cuts_by_reason"]
+                        state = _cap_state(url, operator, engine.url, state)
+                        row.update(state)
                     rows.append(row)
             rows.extend(
                 _noisy_neighbour(
@@ -539,32 +539,48 @@ def _confirmed(
     return rate, out, held and out.p(0.99) <= slo_ms
 
 
-def _cap_state(
-    url: str, operator: str, engine_url: str, before: dict[str, float] | None = None
-) -> dict:
+def _cap_state(url: str, operator: str, engine_url: str, before: dict | None = None) -> dict:
     """The in-flight cap the API process at `url` holds for the engine now, how many times
-    it was cut since `before` (an earlier state's `cap_cuts_by_reason`), by reason, and the
-    last cut with its figures."""
+    it was cut and how many requests it shed since `before` (an earlier state), by reason,
+    and the last cut with its figures."""
     ops = {"Authorization": f"Bearer {operator}"}
     rows = httpx.get(f"{url}/api/v1/engines", params={"page_size": 100}, headers=ops).json()
     row = next((r for r in rows["items"] if r["url"] == engine_url and r.get("live")), None)
     live, engine_id = (row["live"], row["id"]) if row else ({}, "")
-    by_reason = _cuts_by_reason(httpx.get(f"{url}/metrics").text, engine_id)
-    since = {
-        reason: n - (before or {}).get(reason, 0)
-        for reason, n in by_reason.items()
-        if n > (before or {}).get(reason, 0)
-    }
+    metrics_text = httpx.get(f"{url}/metrics").text
+    by_reason, shed = _cuts_by_reason(metrics_text, engine_id), _shed_by_reason(metrics_text)
+    since = _since(by_reason, (before or {}).get("cap_cuts_by_reason", {}))
     return {
         "cap": live.get("in_flight_cap"),
         "cap_cuts": round(sum(since.values())),
         "cap_cuts_since": since,
         "cap_cuts_by_reason": by_reason,
+        "shed_by_reason": shed,
+        "shed_since": _since(shed, (before or {}).get("shed_by_reason", {})),
         "cap_last_cut": live.get("in_flight_cap_last_cut"),
         "cap_target_ms": live.get("in_flight_cap_target_ms"),
         "cap_tail_target_ms": live.get("in_flight_cap_tail_target_ms"),
         "burst_limit": live.get("prefill_burst_limit"),
     }
+
+
+def _since(now: dict[str, float], before: dict[str, float]) -> dict[str, float]:
+    """What each count of `now` grew by since `before`, where it grew."""
+    return {key: n - before.get(key, 0) for key, n in now.items() if n > before.get(key, 0)}
+
+
+def _shed_by_reason(metrics_text: str) -> dict[str, float]:
+    """The requests an API process shed for load, over all tenants, by reason: at the
+    engines' cap (`engine_concurrency`) or a burst on a busy engine (`engine_burst`)."""
+    shed: dict[str, float] = {}
+    for family in text_string_to_metric_families(metrics_text):
+        if family.name != "loraplex_admission_rejections":
+            continue
+        for sample in family.samples:
+            reason = sample.labels.get("reason", "")
+            if sample.name.endswith("_total") and reason.startswith("engine_"):
+                shed[reason] = shed.get(reason, 0) + sample.value
+    return shed
 
 
 def _cuts_by_reason(metrics_text: str, engine_id: str) -> dict[str, float]:
@@ -702,11 +718,14 @@ def _print(rows: list[dict]) -> None:
     for r in rows:  # what the cap held each "on" level to, against the bench's SLO
         if r.get("admission") == "on" and r.get("cap_target_ms"):
             tail, burst = r.get("cap_tail_target_ms"), r.get("burst_limit")
+            shed = r.get("shed_since", {})
             click.echo(
                 f"{r['level']} on: the cap's TTFT target {r['cap_target_ms']:.0f} ms, tail "
                 f"target {f'{tail:.0f} ms' if tail else 'not yet known'}, the SLO "
                 f"{r['slo_ms']:.0f} ms; "
                 + (f"bursts of {burst} when busy" if burst else "no burst limit learned")
+                + f"; shed {shed.get('engine_concurrency', 0):.0f} at the cap, "
+                f"{shed.get('engine_burst', 0):.0f} for bursts"
             )
     for r in rows:  # why the cap fell, where it was cut
         if r.get("cap_cuts") or (r.get("cap_last_cut") and "tenant" in r):

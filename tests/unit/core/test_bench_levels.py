@@ -12,6 +12,7 @@ from loraplex.bench.overload import (
     Outcome,
     _level_seconds,
     _print_targets,
+    _shed_by_reason,
 )
 
 SLO_MS = 100.0
@@ -72,3 +73,17 @@ def test_the_bench_ends_with_each_target_met_or_missed(capsys: pytest.CaptureFix
     )
     assert said[2].startswith("target B's p99 beside A: met")
     assert said[3] == "target B refused: MISSED, 1 requests (none allowed)"
+
+
+def test_the_bench_counts_load_shedding_by_reason_over_all_tenants() -> None:
+    metrics = "\n".join(
+        [
+            "# TYPE loraplex_admission_rejections_total counter",
+            'loraplex_admission_rejections_total{reason="engine_burst",tenant="a"} 3.0',
+            'loraplex_admission_rejections_total{reason="engine_burst",tenant="b"} 1.0',
+            'loraplex_admission_rejections_total{reason="engine_concurrency",tenant="a"} 5.0',
+            'loraplex_admission_rejections_total{reason="rpm",tenant="a"} 9.0',
+            "",
+        ]
+    )
+    assert _shed_by_reason(metrics) == {"engine_burst": 4.0, "engine_concurrency": 5.0}
