@@ -392,7 +392,7 @@ def _measure(
             asyncio.run(
                 closed_loop(on_url, key, WARM_UP_STREAMS, WARM_UP_S, max_tokens, logit_bias=bias)
             )
-            state: dict = {}
+            state = _cap_state(on_url, operator, engine.url)  # after the warm-up's sheds
             for factor in (0.5, 1.0, 2.0, 4.0):
                 for mode, url, pid in (("off", off_url, off_pid), ("on", on_url, on_pid)):
                     api_cpu, api_gc = cpu_seconds(pid), _gc_paused(url)
@@ -656,7 +656,9 @@ def _noisy_neighbour(
     a_key = tenant_key(url, operator, requests_per_minute=quota_rpm)
     b_key = tenant_key(url, operator)
     b_rate = capacity * B_SHARE
+    before_alone = _cap_state(url, operator, engine_url)
     alone = asyncio.run(open_loop(url, b_key, b_rate, seconds, max_tokens, 1, logit_bias=bias))
+    shed_alone = _cap_state(url, operator, engine_url, before_alone)["shed_since"]
 
     async def both() -> tuple[Outcome, Outcome]:
         return await asyncio.gather(
@@ -668,7 +670,7 @@ def _noisy_neighbour(
     state = _cap_state(url, operator, engine_url)
     cap = state["cap"]
     return [
-        {**_row("noisy-neighbour", alone, slo_ms), "tenant": "B alone"},
+        {**_row("noisy-neighbour", alone, slo_ms), "tenant": "B alone", "shed_since": shed_alone},
         {
             **_row("noisy-neighbour", noisy_a, slo_ms),
             "tenant": "A (5x quota)",
@@ -726,6 +728,12 @@ def _print(rows: list[dict]) -> None:
                 + (f"bursts of {burst} when busy" if burst else "no burst limit learned")
                 + f"; shed {shed.get('engine_concurrency', 0):.0f} at the cap, "
                 f"{shed.get('engine_burst', 0):.0f} for bursts"
+            )
+    for r in rows:  # why B alone was shed, where it was
+        if r.get("tenant") == "B alone" and (shed := r.get("shed_since")):
+            click.echo(
+                f"noisy-neighbour B alone: shed {shed.get('engine_concurrency', 0):.0f} at the "
+                f"cap, {shed.get('engine_burst', 0):.0f} for bursts"
             )
     for r in rows:  # why the cap fell, where it was cut
         if r.get("cap_cuts") or (r.get("cap_last_cut") and "tenant" in r):

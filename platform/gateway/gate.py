@@ -26,8 +26,8 @@ another tenant holds more than its own, so a flood from one tenant never refuses
 within its quota. A request about to be shed is first checked against its own quota: a
 tenant over it gets its 429, not the engines' 503.
 
-On a busy engine (running at least half its cap), the gate also limits how many
-requests wait for their first token on the engines at once (`admission.burst_limit`,
+For a tenant the cap has just shed (it offers more than the engines take), the gate also
+limits how many requests wait for their first token on the engines at once (`admission.burst_limit`,
 learned per engine from the bursts seen too slow): the cap does not stop several requests
 that arrive within a few milliseconds while there is room under it, and the engine
 prefills them together, each as slow as the lot. A tenant below its fair share of those
@@ -79,11 +79,12 @@ from loraplex.serving.registry import EngineHandle
 # class is shed first, the highest may use a little headroom past the cap.
 PRIORITY_SHARE = (0.8, 1.0, 1.2)
 LIGHT_WAIT_S = 0.1  # a tenant below its share waits at least this long for a place
-# An engine running at least this share of its cap is busy: a burst past its burst limit is
-# shed. Below it a burst goes in: a tenant's parallel calls on a quiet platform, a light
-# tenant's Poisson bursts (a limit in a flood only, where the cap bound for most requests,
-# let bursts of three through at 2x load in a run whose cap seldom bound: docs/admission.md).
-BUSY_SHARE = 0.5
+# A tenant the cap shed this recently offers more than the engines take: its bursts past
+# their burst limits are shed too. A tenant the cap has not had to shed is never refused for
+# a burst: its parallel calls on a quiet platform, or its Poisson bursts beside a busy
+# engine (a limit on any engine running half its cap refused a light tenant alone, after a
+# 4x phase had left the cap at 5: docs/admission.md, "Bursts that share a prefill").
+HEAVY_FOR_S = 1.0
 
 
 def in_flight_allowance(cap: int, priority: int) -> int:
@@ -140,6 +141,7 @@ class EngineGate:
         self._entries: dict[str, _Entry] = {}  # request id -> when and how it was let in
         # base model -> its admitted requests with no first token yet (request id -> entry)
         self._prefilling: defaultdict[str, dict[str, _Entry]] = defaultdict(dict)
+        self._shed_at_cap: dict[TenantKey, float] = {}  # when the cap last shed each tenant
         self._quiet_since: dict[str, float] = {}  # base model -> when its last request ended
         self._lone: dict[str, _Entry] = {}  # base model -> its last idle request's entry
         self._probes: dict[str, int] = {}  # engine id -> the number of the probe its cap saw
@@ -278,18 +280,19 @@ class EngineGate:
 
     def shed_a_burst(self, target: Target, tenant_id: UUID | None) -> None:
         """503 + Retry-After for a request that would start its prefill beside as many
-        others as `target`'s engines' burst limits allow, while they are busy (they run at
-        least `BUSY_SHARE` of their caps), unless its tenant waits for fewer first tokens
-        than its fair share of those places."""
+        others as `target`'s engines' burst limits allow, from a tenant the cap shed within
+        `HEAVY_FOR_S`, unless that tenant waits for fewer first tokens than its fair share
+        of those places."""
+        model = target.base_model
+        shed_at = self._shed_at_cap.get((model, tenant_id))
+        if shed_at is None or time.monotonic() - shed_at > HEAVY_FOR_S:
+            return  # the engines take what this tenant offers: its bursts share a prefill
         limit = 0
         for engine in self.router.ordered(target):
             burst = self.bursts.get(engine.id)
             if burst is None or burst.limit is None:
                 return  # an engine with no limit learned takes the burst
             limit += burst.limit
-        model, places = target.base_model, self._places(target, 1)
-        if math.isinf(places) or self._admitted[model] < BUSY_SHARE * places:
-            return  # room enough: the burst shares its prefill, as on a quiet platform
         prefilling = self._prefilling[model].values()
         if len(prefilling) < limit:
             return
@@ -393,6 +396,8 @@ class EngineGate:
             await self.wait_for_room(target, limits.get("priority", 0), tenant_id)
             self.shed_a_burst(target, tenant_id)
         except Overloaded as shed:
+            if shed.reason == "engine_concurrency":
+                self._shed_at_cap[target.base_model, tenant_id] = time.monotonic()
             if self.quotas is not None:  # over its own quota: a 429 says more than a 503
                 await self.quotas.refuse_if_over_quota(
                     tenant_id, limits, stream=stream, estimated_tokens=prompt_tokens + max_tokens
