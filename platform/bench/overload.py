@@ -571,7 +571,7 @@ def _since(now: dict[str, float], before: dict[str, float]) -> dict[str, float]:
 
 def _shed_by_reason(metrics_text: str) -> dict[str, float]:
     """The requests an API process shed for load, over all tenants, by reason: at the
-    engines' cap (`engine_concurrency`) or a burst on a busy engine (`engine_burst`)."""
+    engines' cap (`engine_concurrency`) or a heavy tenant's burst (`engine_burst`)."""
     shed: dict[str, float] = {}
     for family in text_string_to_metric_families(metrics_text):
         if family.name != "loraplex_admission_rejections":
@@ -725,7 +725,7 @@ def _print(rows: list[dict]) -> None:
                 f"{r['level']} on: the cap's TTFT target {r['cap_target_ms']:.0f} ms, tail "
                 f"target {f'{tail:.0f} ms' if tail else 'not yet known'}, the SLO "
                 f"{r['slo_ms']:.0f} ms; "
-                + (f"bursts of {burst} when busy" if burst else "no burst limit learned")
+                + (f"bursts of {burst} for heavy tenants" if burst else "no burst limit learned")
                 + f"; shed {shed.get('engine_concurrency', 0):.0f} at the cap, "
                 f"{shed.get('engine_burst', 0):.0f} for bursts"
             )

@@ -100,8 +100,8 @@ ENGINE_CAP_TAIL_TARGET = Gauge(
 )
 ENGINE_BURST_LIMIT = Gauge(
     "loraplex_engine_prefill_burst_limit",
-    "On a busy engine, how many requests this API process lets wait for their first token "
-    "on it at once (learned from bursts too slow; unset until one is seen).",
+    "How many requests this API process lets wait for their first token on an engine at "
+    "once for a tenant its cap just shed (learned from bursts too slow; unset until one is).",
     ["engine"],
 )
 ENGINE_CAP_CUTS = Counter(
@@ -124,7 +124,7 @@ REJECTION_REASONS: dict[str, tuple[int, str]] = {
     "streams": (429, "at its limit of open streams"),
     "too_large": (429, "one request larger than its tokens per minute"),
     "engine_concurrency": (503, "shed for load: the engines at their in-flight cap"),
-    "engine_burst": (503, "shed for load: a burst on busy engines, past their prefills at once"),
+    "engine_burst": (503, "shed for load: a burst from a tenant the cap just shed"),
     "overload": (503, "shed for load: estimated time to first token over the SLO"),
     "limiter_unavailable": (503, "the quota store (Redis) did not answer"),
 }

@@ -64,7 +64,7 @@ class EngineHandle:
     in_flight_cap: int | None = None  # this process's admission cap for it (None: no cap)
     cap_target_ms: float | None = None  # the median TTFT the adaptive cap holds (None: unknown)
     cap_tail_target_ms: float | None = None  # first tokens over it are its tail misses
-    burst_limit: int | None = None  # prefills at once when busy (None: none learned)
+    burst_limit: int | None = None  # prefills at once for a heavy tenant (None: none)
     cap_cuts: int = 0  # times the adaptive cap has fallen in this process
     cap_last_cut: str = ""  # "12 -> 6: why", the last of them
     cap_last_cut_at: datetime | None = None

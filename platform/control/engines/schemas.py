@@ -69,8 +69,9 @@ class EngineLiveOut(Output):
     in_flight_cap: int | None = None
     in_flight_cap_target_ms: float | None = None
     in_flight_cap_tail_target_ms: float | None = None
-    # When it is busy, how many requests may wait for their first token on it at once (null: no
-    # limit learned; it is learned from bursts whose first tokens missed the tail target).
+    # For a tenant the cap just shed, how many requests may wait for their first token on it at
+    # once (null: none learned; it is learned from bursts whose first tokens missed the tail
+    # target).
     prefill_burst_limit: int | None = None
     # How often that cap has been cut here, and the last cut ("12 -> 6: why") and when.
     in_flight_cap_cuts: int = 0

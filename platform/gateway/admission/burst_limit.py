@@ -1,4 +1,4 @@
-"""How many requests may wait for their first token on one busy engine at once.
+"""How many requests may wait for their first token on one engine at once, for a heavy tenant.
 
 The in-flight cap (`engine_cap`) limits what runs on an engine. It does not limit how many
 requests arrive within a few milliseconds while there is room under it, and the engine
@@ -8,12 +8,11 @@ admits about 180 requests, so its p99 is its second slowest, and one such burst 
 it (docs/admission.md, "Bursts that share a prefill").
 
 So the gate also counts an engine's requests that have not had their first token yet (its
-prefills), and while the engine is busy (it runs at least half its cap) it refuses a
-request that would make them more than `limit`, unless the request's tenant is below its
-fair share of those places: a heavy tenant's bursts are shed, a light tenant's request
-beside them is not. On an engine with room nothing is refused for a burst: a tenant's
-parallel calls on a quiet platform, or a light tenant's Poisson bursts, go in and share
-their prefill.
+prefills). From a tenant the cap shed within the last second (it offers more than the
+engines take), it refuses a request that would make them more than `limit`, unless the
+tenant is below its fair share of those places. A tenant the cap has not had to shed is
+never refused for a burst: its parallel calls on a quiet platform, or its Poisson bursts,
+go in and share their prefill.
 
 The limit is learned, as the cap is:
 - None at first: a burst of any size goes in until one is seen to be too slow. An engine
@@ -41,7 +40,8 @@ GROW_AFTER = 512  # first tokens in time at the limit before it is raised by one
 
 @dataclass
 class BurstLimit:
-    """One engine's limit on requests waiting for their first token at once when busy."""
+    """One engine's limit on requests waiting for their first token at once, for a tenant
+    the cap just shed."""
 
     limit: int | None = None  # None: not learned, no limit
     _in_time_at_limit: int = field(default=0, init=False, repr=False)

@@ -113,4 +113,4 @@ async def test_the_engines_page_and_api_say_when_and_why_the_cap_was_last_cut(
     assert live["in_flight_cap_tail_target_ms"] == 152.0
     assert "tail target 152 ms" in row[: row.index("</tr>")]
     assert live["prefill_burst_limit"] == 2
-    assert "bursts of 2 when busy" in row[: row.index("</tr>")]
+    assert "bursts of 2 for heavy tenants" in row[: row.index("</tr>")]
