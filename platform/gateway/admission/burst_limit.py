@@ -61,7 +61,3 @@ class BurstLimit:
             if self._in_time_at_limit >= GROW_AFTER:
                 self.limit += 1
                 self._in_time_at_limit = 0
-
-    def allows(self, waiting: int) -> bool:
-        """Whether one more request may start its prefill beside `waiting` others."""
-        return self.limit is None or waiting < self.limit
