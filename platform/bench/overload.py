@@ -670,18 +670,25 @@ def _noisy_neighbour(
     state = _cap_state(url, operator, engine_url)
     cap = state["cap"]
     return [
-        {**_row("noisy-neighbour", alone, slo_ms), "tenant": "B alone", "shed_since": shed_alone},
+        {
+            **_row("noisy-neighbour", alone, slo_ms),
+            "tenant": "B alone",
+            "shed_since": shed_alone,
+            "requests": alone.timeline(),
+        },
         {
             **_row("noisy-neighbour", noisy_a, slo_ms),
             "tenant": "A (5x quota)",
             "cap": cap,
             "cap_last_cut": state["cap_last_cut"],
+            "requests": noisy_a.timeline(),
         },
         {
             **_row("noisy-neighbour", with_a, slo_ms),
             "tenant": "B with A",
             "p99_vs_alone": with_a.p(0.99) / alone.p(0.99),
             "cap": cap,
+            "requests": with_a.timeline(),
         },
     ]
 
