@@ -286,6 +286,7 @@ class EngineGate:
         model = target.base_model
         shed_at = self._shed_at_cap.get((model, tenant_id))
         if shed_at is None or time.monotonic() - shed_at > HEAVY_FOR_S:
+            self._shed_at_cap.pop((model, tenant_id), None)  # no longer heavy: forgotten
             return  # the engines take what this tenant offers: its bursts share a prefill
         limit = 0
         for engine in self.router.ordered(target):
@@ -348,8 +349,7 @@ class EngineGate:
         self._running[model, tenant_id] -= 1
         if self._running[model, tenant_id] <= 0:
             del self._running[model, tenant_id]
-            if not any(w.tenant_id == tenant_id for w in self._waiters.get(model, ())):
-                self._claims.pop((model, tenant_id), None)
+        self._drop_claim_if_idle(model, tenant_id)
         waiters = [w for w in self._waiters.get(model, ()) if not w.turn.done()]
         if waiters:
             places = self._places(target, 1)
@@ -361,6 +361,12 @@ class EngineGate:
             chosen = next(w for w in waiters if (model, w.tenant_id) == tenant)
             self._waiters[model].remove(chosen)
             chosen.turn.set_result(None)
+
+    def _drop_claim_if_idle(self, model: str, tenant_id: UUID | None) -> None:
+        """A tenant with nothing running or waiting claims no share."""
+        waiting = any(w.tenant_id == tenant_id for w in self._waiters.get(model, ()))
+        if not self._running.get((model, tenant_id)) and not waiting:
+            self._claims.pop((model, tenant_id), None)
 
     def estimate_ttft_s(self, target: Target, prompt_tokens: int) -> float | None:
         """The TTFT a new request for `target` would see now, from the engines' load."""
@@ -398,6 +404,7 @@ class EngineGate:
         except Overloaded as shed:
             if shed.reason == "engine_concurrency":
                 self._shed_at_cap[target.base_model, tenant_id] = time.monotonic()
+            self._drop_claim_if_idle(target.base_model, tenant_id)
             if self.quotas is not None:  # over its own quota: a 429 says more than a 503
                 await self.quotas.refuse_if_over_quota(
                     tenant_id, limits, stream=stream, estimated_tokens=prompt_tokens + max_tokens
