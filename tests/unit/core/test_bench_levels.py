@@ -73,6 +73,7 @@ def test_the_bench_ends_with_each_target_met_or_missed(capsys: pytest.CaptureFix
     )
     assert said[2].startswith("target B's p99 beside A: met")
     assert said[3] == "target B refused: MISSED, 1 requests (none allowed)"
+    assert said[4].startswith("note: uncapped at 1x, with nothing refused, p99 was already 2.30x")
 
 
 def test_the_bench_counts_load_shedding_by_reason_over_all_tenants() -> None:
