@@ -11,6 +11,7 @@ from loraplex.bench.overload import (
     LEVEL_MIN_REQUESTS,
     Outcome,
     _level_seconds,
+    _merged,
     _print_targets,
     _shed_by_reason,
 )
@@ -44,6 +45,16 @@ def test_slow_requests_apart_are_spells_of_one() -> None:
     spread = [(1.0, 0.2), (5.0, 0.2), (9.0, 0.2)]
     fast = [(i * 0.5, 0.05) for i in range(20)]
     assert _level(fast + spread).slow_spells(SLO_MS) == [(1.0, 1), (5.0, 1), (9.0, 1)]
+
+
+def test_turns_measured_apart_count_as_one_window() -> None:
+    """B's p99 is over all its turns: a stall in one turn is one request of many."""
+    calm = _level([(i * 0.1, 0.05) for i in range(60)])
+    stalled = _level([(i * 0.1, 0.05) for i in range(59)] + [(6.0, 0.5)])
+    stalled.refused = {"503 overloaded": 1}
+    merged = _merged([calm, stalled])
+    assert (merged.p(0.99), merged.seconds, merged.refused) == (50.0, 20.0, {"503 overloaded": 1})
+    assert stalled.p(0.99) == 500.0  # the stalled turn alone: its slowest request
 
 
 def _rows(p99_on: float, b_refused: int) -> list[dict]:
