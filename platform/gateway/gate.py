@@ -54,7 +54,7 @@ from loraplex.gateway.admission.engine_cap import (
     WARM_WITHIN_S,
     AdaptiveCap,
 )
-from loraplex.gateway.admission.errors import Overloaded
+from loraplex.gateway.admission.errors import Overloaded, RateLimited
 from loraplex.gateway.admission.fair_share import (
     Claim,
     fair_shares,
@@ -79,11 +79,14 @@ from loraplex.serving.registry import EngineHandle
 # class is shed first, the highest may use a little headroom past the cap.
 PRIORITY_SHARE = (0.8, 1.0, 1.2)
 LIGHT_WAIT_S = 0.1  # a tenant below its share waits at least this long for a place
-# A tenant the cap shed this recently offers more than the engines take: its bursts past
-# their burst limits are shed too. A tenant the cap has not had to shed is never refused for
-# a burst: its parallel calls on a quiet platform, or its Poisson bursts beside a busy
-# engine (a limit on any engine running half its cap refused a light tenant alone, after a
-# 4x phase had left the cap at 5: docs/admission.md, "Bursts that share a prefill").
+# A tenant the cap shed this recently offers more than the engines take, and one its own
+# quota refused this recently more than its plan allows: the bursts of either past the
+# engines' burst limits are shed too (beside a light tenant, one sending 5x its quota's
+# rate, refused by its quota and never by the cap, shared its admitted requests' prefills
+# with the light tenant's and made its p99 1.36x alone). A tenant refused by neither is never
+# refused for a burst: its parallel calls on a quiet platform, or its Poisson bursts beside
+# a busy engine (a limit on any engine running half its cap refused a light tenant alone,
+# after a 4x phase had left the cap at 5: docs/admission.md, "Bursts that share a prefill").
 HEAVY_FOR_S = 1.0
 
 
@@ -141,7 +144,8 @@ class EngineGate:
         self._entries: dict[str, _Entry] = {}  # request id -> when and how it was let in
         # base model -> its admitted requests with no first token yet (request id -> entry)
         self._prefilling: defaultdict[str, dict[str, _Entry]] = defaultdict(dict)
-        self._shed_at_cap: dict[TenantKey, float] = {}  # when the cap last shed each tenant
+        # when the cap, or the tenant's own quota, last refused each tenant
+        self._refused_at: dict[TenantKey, float] = {}
         self._quiet_since: dict[str, float] = {}  # base model -> when its last request ended
         self._lone: dict[str, _Entry] = {}  # base model -> its last idle request's entry
         self._probes: dict[str, int] = {}  # engine id -> the number of the probe its cap saw
@@ -280,13 +284,13 @@ class EngineGate:
 
     def shed_a_burst(self, target: Target, tenant_id: UUID | None) -> None:
         """503 + Retry-After for a request that would start its prefill beside as many
-        others as `target`'s engines' burst limits allow, from a tenant the cap shed within
-        `HEAVY_FOR_S`, unless that tenant waits for fewer first tokens than its fair share
-        of those places."""
+        others as `target`'s engines' burst limits allow, from a heavy tenant (one the cap
+        shed, or its own quota refused, within `HEAVY_FOR_S`), unless that tenant waits for
+        fewer first tokens than its fair share of those places."""
         model = target.base_model
-        shed_at = self._shed_at_cap.get((model, tenant_id))
-        if shed_at is None or time.monotonic() - shed_at > HEAVY_FOR_S:
-            self._shed_at_cap.pop((model, tenant_id), None)  # no longer heavy: forgotten
+        refused_at = self._refused_at.get((model, tenant_id))
+        if refused_at is None or time.monotonic() - refused_at > HEAVY_FOR_S:
+            self._refused_at.pop((model, tenant_id), None)  # no longer heavy: forgotten
             return  # the engines take what this tenant offers: its bursts share a prefill
         limit = 0
         for engine in self.router.ordered(target):
@@ -403,7 +407,7 @@ class EngineGate:
             self.shed_a_burst(target, tenant_id)
         except Overloaded as shed:
             if shed.reason == "engine_concurrency":
-                self._shed_at_cap[target.base_model, tenant_id] = time.monotonic()
+                self._refused_at[target.base_model, tenant_id] = time.monotonic()
             self._drop_claim_if_idle(target.base_model, tenant_id)
             if self.quotas is not None:  # over its own quota: a 429 says more than a 503
                 await self.quotas.refuse_if_over_quota(
@@ -423,7 +427,9 @@ class EngineGate:
                 estimated_tokens=prompt_tokens + max_tokens,
                 estimated_ttft_s=self.estimate_ttft_s(target, prompt_tokens),
             )
-        except BaseException:
+        except BaseException as refused:
+            if isinstance(refused, RateLimited):  # it offers more than its plan allows
+                self._refused_at[target.base_model, tenant_id] = time.monotonic()
             self._forget(request_id)
             self._leave(target, tenant_id)
             raise

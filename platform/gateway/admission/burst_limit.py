@@ -9,10 +9,10 @@ it (docs/admission.md, "Bursts that share a prefill").
 
 So the gate also counts an engine's requests that have not had their first token yet (its
 prefills). From a tenant the cap shed within the last second (it offers more than the
-engines take), it refuses a request that would make them more than `limit`, unless the
-tenant is below its fair share of those places. A tenant the cap has not had to shed is
-never refused for a burst: its parallel calls on a quiet platform, or its Poisson bursts,
-go in and share their prefill.
+engines take), or its own quota refused (more than its plan allows), it refuses a request
+that would make them more than `limit`, unless the tenant is below its fair share of
+those places. A tenant refused by neither is never refused for a burst: its parallel calls
+on a quiet platform, or its Poisson bursts, go in and share their prefill.
 
 The limit is learned, as the cap is:
 - None at first: a burst of any size goes in until one is seen to be too slow. An engine

@@ -18,7 +18,7 @@ from loraplex.gateway.admission.engine_cap import (
     WARM_WITHIN_S,
     AdaptiveCap,
 )
-from loraplex.gateway.admission.errors import Overloaded
+from loraplex.gateway.admission.errors import Overloaded, RateLimited
 from loraplex.gateway.gate import EngineGate, in_flight_allowance
 from loraplex.gateway.resolve import Target
 from loraplex.gateway.routing import EngineRouter
@@ -528,9 +528,28 @@ async def _fill_the_cap_until_shed(gate: EngineGate, tenant: uuid.UUID) -> None:
         gate.observe("e", 0.5, 1, 0.05, rid)
 
 
-@pytest.mark.parametrize("shed_at_the_cap", [True, False])
-def test_a_burst_past_the_learned_limit_is_shed_from_a_tenant_the_cap_just_shed_only(
-    shed_at_the_cap: bool,
+class _QuotaRefusesOnce:
+    """Admission's quotas, where the first request of `tenant` is over its quota (429)."""
+
+    def __init__(self, tenant: uuid.UUID):
+        self.tenant, self.refused = tenant, False
+
+    async def admit(self, tenant_id: uuid.UUID, *args: object, **kwargs: object) -> None:
+        if tenant_id == self.tenant and not self.refused:
+            self.refused = True
+            raise RateLimited("rate_limit_exceeded", "over its requests per minute", {})
+
+    async def refuse_if_over_quota(self, *args: object, **kwargs: object) -> None:
+        return None
+
+    @contextlib.asynccontextmanager
+    async def hold(self, ticket: object) -> AsyncIterator[object]:
+        yield ticket
+
+
+@pytest.mark.parametrize("refused_by", ["the cap", "its quota", None])
+def test_a_burst_past_the_learned_limit_is_shed_from_a_tenant_just_refused_only(
+    refused_by: str | None,
 ) -> None:
     gate, engine = _adaptive_gate()
     heavy, light = uuid.uuid4(), uuid.uuid4()
@@ -541,8 +560,12 @@ def test_a_burst_past_the_learned_limit_is_shed_from_a_tenant_the_cap_just_shed_
     shed_before = REGISTRY.get_sample_value("loraplex_admission_rejections_total", shed) or 0
 
     async def burst() -> bool:
-        if shed_at_the_cap:  # the heavy tenant offers more than the engine takes
+        if refused_by == "the cap":  # the heavy tenant offers more than the engine takes
             await _fill_the_cap_until_shed(gate, heavy)
+        if refused_by == "its quota":  # ... or more than its plan allows
+            gate.quotas = _QuotaRefusesOnce(heavy)  # type: ignore[assignment]
+            with pytest.raises(RateLimited):
+                await gate.admit(heavy, {"priority": 1}, "over", **ADMIT_ARGS)  # type: ignore[arg-type]
         for i in range(2):  # the engine has room: two of its four places
             await gate.admit(heavy, {"priority": 1}, f"again{i}", **ADMIT_ARGS)  # type: ignore[arg-type]
         try:
@@ -551,11 +574,11 @@ def test_a_burst_past_the_learned_limit_is_shed_from_a_tenant_the_cap_just_shed_
             third_in = False
         else:
             third_in = True
-        # beside the heavy tenant's burst, a tenant the cap has not shed goes in
+        # beside the heavy tenant's burst, a tenant refused by neither goes in
         await gate.admit(light, {"priority": 1}, "light", **ADMIT_ARGS)  # type: ignore[arg-type]
         return third_in
 
     third_in = asyncio.run(burst())
-    assert third_in is not shed_at_the_cap  # otherwise a burst shares its prefill, as before
+    assert third_in is (refused_by is None)  # otherwise a burst shares its prefill, as before
     shed_after = REGISTRY.get_sample_value("loraplex_admission_rejections_total", shed) or 0
-    assert shed_after == shed_before + (1 if shed_at_the_cap else 0)
+    assert shed_after == shed_before + (0 if refused_by is None else 1)
