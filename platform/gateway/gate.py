@@ -41,7 +41,7 @@ import contextlib
 import math
 import time
 from collections import Counter, defaultdict
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -410,28 +410,41 @@ class EngineGate:
                 self._refused_at[target.base_model, tenant_id] = time.monotonic()
             self._drop_claim_if_idle(target.base_model, tenant_id)
             if self.quotas is not None:  # over its own quota: a 429 says more than a 503
-                await self.quotas.refuse_if_over_quota(
-                    tenant_id, limits, stream=stream, estimated_tokens=prompt_tokens + max_tokens
-                )
+                with self._heavy_if_over_quota(target, tenant_id):
+                    await self.quotas.refuse_if_over_quota(
+                        tenant_id,
+                        limits,
+                        stream=stream,
+                        estimated_tokens=prompt_tokens + max_tokens,
+                    )
             ADMISSION_REJECTIONS.labels(shed.reason, self.labeler(tenant_id)).inc()
             raise
         self._enter(target, tenant_id, limits, request_id, prompt_tokens)  # `hold` gives it back
         if self.quotas is None:
             return None
         try:
-            return await self.quotas.admit(
-                tenant_id,
-                limits,
-                request_id=request_id,
-                stream=stream,
-                estimated_tokens=prompt_tokens + max_tokens,
-                estimated_ttft_s=self.estimate_ttft_s(target, prompt_tokens),
-            )
-        except BaseException as refused:
-            if isinstance(refused, RateLimited):  # it offers more than its plan allows
-                self._refused_at[target.base_model, tenant_id] = time.monotonic()
+            with self._heavy_if_over_quota(target, tenant_id):
+                return await self.quotas.admit(
+                    tenant_id,
+                    limits,
+                    request_id=request_id,
+                    stream=stream,
+                    estimated_tokens=prompt_tokens + max_tokens,
+                    estimated_ttft_s=self.estimate_ttft_s(target, prompt_tokens),
+                )
+        except BaseException:
             self._forget(request_id)
             self._leave(target, tenant_id)
+            raise
+
+    @contextlib.contextmanager
+    def _heavy_if_over_quota(self, target: Target, tenant_id: UUID | None) -> Iterator[None]:
+        """A tenant its own quota refuses offers more than its plan allows: heavy, for
+        `shed_a_burst`, as one the cap sheds."""
+        try:
+            yield
+        except RateLimited:
+            self._refused_at[target.base_model, tenant_id] = time.monotonic()
             raise
 
     @contextlib.asynccontextmanager
