@@ -632,9 +632,11 @@ def _row(level: str, out: Outcome, slo_ms: float) -> dict:
 
 
 # A's requests-per-minute bucket starts full (a minute's worth): offered 5x its rate, A is
-# refused only after 15 s (5T/60 > 1 + T/60). Run long enough for it to spend most of the
-# run refused, and for B's p99 to be more than its slowest request or two: at a quarter of
-# capacity, 30 s gave B ~45 requests, and its p99 alone and with A were two single maxima.
+# refused only after 15 s of sending (5T/60 > 1 + T/60). Its bucket refills while B runs
+# alone, so in the later turns A is admitted at about twice its quota's rate and refused
+# the rest. Run long enough for B's p99 to be more than its slowest request or two: at a
+# quarter of capacity, 30 s gave B ~45 requests, and its p99 alone and with A were two
+# single maxima.
 # Longer where B's rate gives fewer than `LEVEL_MIN_REQUESTS` in 60 s, up to 120 s: at 3.7
 # requests/s of capacity B had 55 requests, and its p99 alone and with A were two maxima.
 NOISY_MIN_SECONDS, NOISY_MAX_SECONDS = 60.0, 120.0
@@ -710,7 +712,10 @@ def _noisy_neighbour(
 
 
 def _merged(parts: list[Outcome]) -> Outcome:
-    """One outcome of windows measured apart: their requests together, their seconds summed."""
+    """One outcome of windows measured apart: their requests together, their seconds summed.
+
+    `elapsed` is summed too: the windows' busy time, not the wall time that spans them.
+    """
     out = Outcome(sum(p.seconds for p in parts))
     refused: Counter[str] = Counter()
     for p in parts:

@@ -368,8 +368,9 @@ class EngineGate:
 
     def _drop_claim_if_idle(self, model: str, tenant_id: UUID | None) -> None:
         """A tenant with nothing running or waiting claims no share."""
-        waiting = any(w.tenant_id == tenant_id for w in self._waiters.get(model, ()))
-        if not self._running.get((model, tenant_id)) and not waiting:
+        if self._running.get((model, tenant_id)):
+            return
+        if not any(w.tenant_id == tenant_id for w in self._waiters.get(model, ())):
             self._claims.pop((model, tenant_id), None)
 
     def estimate_ttft_s(self, target: Target, prompt_tokens: int) -> float | None:

@@ -75,7 +75,21 @@ def test_no_cap_never_sheds() -> None:
     _gate(1000, cap=0).shed_if_saturated(TARGET, 0, uuid.uuid4())
 
 
-class _SlowAdmission:
+class _Quotas:
+    """Admission's quotas, with every tenant within its quota."""
+
+    async def admit(self, *args: object, **kwargs: object) -> str:
+        return "ticket"
+
+    async def refuse_if_over_quota(self, *args: object, **kwargs: object) -> None:
+        return None  # within its quota: a refusal stays the engine's 503
+
+    @contextlib.asynccontextmanager
+    async def hold(self, ticket: object) -> AsyncIterator[object]:
+        yield ticket
+
+
+class _SlowAdmission(_Quotas):
     """Admits everything after a Redis-like round trip."""
 
     async def admit(self, *args: object, **kwargs: object) -> str:
@@ -83,11 +97,7 @@ class _SlowAdmission:
         return "ticket"
 
     async def refuse_if_over_quota(self, *args: object, **kwargs: object) -> None:
-        await asyncio.sleep(0.01)  # within its quota: a refusal stays the engine's 503
-
-    @contextlib.asynccontextmanager
-    async def hold(self, ticket: object) -> AsyncIterator[object]:
-        yield ticket
+        await asyncio.sleep(0.01)
 
 
 def test_a_burst_cannot_overshoot_the_cap_while_admissions_are_in_flight() -> None:
@@ -528,23 +538,17 @@ async def _fill_the_cap_until_shed(gate: EngineGate, tenant: uuid.UUID) -> None:
         gate.observe("e", 0.5, 1, 0.05, rid)
 
 
-class _QuotaRefusesOnce:
+class _QuotaRefusesOnce(_Quotas):
     """Admission's quotas, where the first request of `tenant` is over its quota (429)."""
 
     def __init__(self, tenant: uuid.UUID):
         self.tenant, self.refused = tenant, False
 
-    async def admit(self, tenant_id: uuid.UUID, *args: object, **kwargs: object) -> None:
+    async def admit(self, tenant_id: uuid.UUID, *args: object, **kwargs: object) -> str:
         if tenant_id == self.tenant and not self.refused:
             self.refused = True
             raise RateLimited("rate_limit_exceeded", "over its requests per minute", {})
-
-    async def refuse_if_over_quota(self, *args: object, **kwargs: object) -> None:
-        return None
-
-    @contextlib.asynccontextmanager
-    async def hold(self, ticket: object) -> AsyncIterator[object]:
-        yield ticket
+        return "ticket"
 
 
 @pytest.mark.parametrize("refused_by", ["the cap", "its quota", None])
