@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import importlib
+from dataclasses import replace
 
 import click
+
+from loraplex.settings import Settings
 
 BENCHMARKS = [
     ("loraplex.bench.api", "bench_api"),
@@ -18,9 +21,27 @@ BENCHMARKS = [
 ]
 
 
+def own_state(settings: Settings) -> Settings:
+    """`settings` with the benches' own database and data dir, under `var/bench/platform`,
+    unless the operator chose either: a bench registers operators, tenants and its engine,
+    and in the default database `loraplex up` would serve them (it routed the demo's
+    requests to a bench's engine too)."""
+    default = Settings()
+    if settings.database_url != default.database_url or settings.data_dir != default.data_dir:
+        return settings
+    data_dir = default.data_dir / "bench" / "platform"
+    data_dir.mkdir(parents=True, exist_ok=True)
+    return replace(
+        settings, data_dir=data_dir, database_url=f"sqlite+aiosqlite:///{data_dir / 'loraplex.db'}"
+    )
+
+
 @click.group()
-def bench() -> None:
+@click.pass_context
+def bench(ctx: click.Context) -> None:
     """Benchmarks: each prints a table and writes JSON, against a baseline in the same run."""
+    if isinstance(ctx.obj, Settings):
+        ctx.obj = own_state(ctx.obj)
 
 
 for _module, _name in BENCHMARKS:
