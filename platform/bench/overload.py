@@ -93,6 +93,7 @@ class Outcome:
     ended: list[float] = field(default_factory=list)  # perf_counter when each one ended
     started: list[float] = field(default_factory=list)  # ... and when it was sent
     refused: dict[str, int] = field(default_factory=dict)  # "503 overloaded" -> how many
+    refused_at: list[tuple[float, str]] = field(default_factory=list)  # (sent, why) of each
     failed: int = 0
     steal: float = float("nan")  # share of the machine's CPU the hypervisor took meanwhile
     elapsed: float = 0.0  # wall seconds from the first request to the last one's end
@@ -126,11 +127,23 @@ class Outcome:
         from a queue (slow ones spread through the level)."""
         if not self.started:
             return []
-        first = min(self.started)
+        first = self._first_sent()
         return sorted(
             (round(at - first, 3), round(1000 * t, 1))
             for at, t in zip(self.started, self.ttfts, strict=True)
         )
+
+    def refusals(self) -> list[tuple[float, str]]:
+        """Each refused request's start, on `timeline`'s clock, and why it was refused: a
+        neighbour's refusals cost the API work too, and a timeline of completed requests
+        alone cannot place them."""
+        if not self.refused_at:
+            return []
+        first = self._first_sent()
+        return sorted((round(at - first, 3), why) for at, why in self.refused_at)
+
+    def _first_sent(self) -> float:
+        return min([*self.started, *(at for at, _ in self.refused_at)])
 
     def slow_spells(self, slo_ms: float) -> list[tuple[float, int]]:
         """The requests over `slo_ms`, grouped into spells of overlapping waits for a first
@@ -153,12 +166,13 @@ class Outcome:
         kept = [i for i, end in enumerate(self.ended) if end <= deadline]
         return Outcome(
             self.seconds,
-            [self.ttfts[i] for i in kept],
-            [self.ended[i] for i in kept],
-            [self.started[i] for i in kept],
-            self.refused,
-            self.failed,
-            self.steal,
+            ttfts=[self.ttfts[i] for i in kept],
+            ended=[self.ended[i] for i in kept],
+            started=[self.started[i] for i in kept],
+            refused=self.refused,
+            refused_at=self.refused_at,
+            failed=self.failed,
+            steal=self.steal,
         )
 
 
@@ -188,6 +202,7 @@ async def _request(
             if response.status != 200:
                 why = f"{response.status} {_error_code(await response.read())}"
                 out.refused[why] = out.refused.get(why, 0) + 1
+                out.refused_at.append((started, why))
                 return
             ttft = None
             async for data in iter_sse_data(response.content.iter_any()):
@@ -700,6 +715,7 @@ def _noisy_neighbour(
             "cap": cap,
             "cap_last_cut": state["cap_last_cut"],
             "requests": a_all.timeline(),
+            "refused_requests": a_all.refusals(),
         },
         {
             **_row("noisy-neighbour", b_with_a, slo_ms),
@@ -723,6 +739,7 @@ def _merged(parts: list[Outcome]) -> Outcome:
         out.ended += p.ended
         out.started += p.started
         refused.update(p.refused)
+        out.refused_at += p.refused_at
         out.failed += p.failed
         out.elapsed += p.elapsed
     out.refused = dict(refused)

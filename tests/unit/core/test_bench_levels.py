@@ -57,6 +57,15 @@ def test_turns_measured_apart_count_as_one_window() -> None:
     assert stalled.p(0.99) == 500.0  # the stalled turn alone: its slowest request
 
 
+def test_a_neighbours_refusals_are_placed_on_the_same_clock_as_its_requests() -> None:
+    """B's slow request can be set beside A's 429s, which a timeline of completed ones lacks."""
+    a = _level([(0.0, 0.05), (2.0, 0.05)])
+    a.refused_at = [(101.5, "429 rate_limit_exceeded")]  # sent 1.5 s after A's first
+    merged = _merged([a, _level([])])
+    assert merged.timeline() == [(0.0, 50.0), (2.0, 50.0)]
+    assert merged.refusals() == [(1.5, "429 rate_limit_exceeded")]
+
+
 def _rows(p99_on: float, b_refused: int) -> list[dict]:
     """The rows `_print_targets` reads: uncapped 0.5x and 1x, capped 2x, the neighbours."""
     off = [
