@@ -5,12 +5,12 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test install services browser screenshots lint typecheck clean
+.PHONY: run test install services browser prometheus oidc screenshots lint typecheck clean
 
 run: install ## install, migrate and start the embedded all-in-one (SQLite, local store)
 	$(VENV)/bin/loraplex up
 
-test: install services browser ## set up what the tests need and run the whole suite
+test: install services browser prometheus oidc ## set up what the tests need and run the whole suite
 	$(PY) -m pytest
 
 install: $(STAMP)
@@ -32,6 +32,14 @@ services: ## PostgreSQL and Redis on loopback: reuse running ones, else start De
 browser: ## Debian's Chromium, for the console's browser tests
 	bash deploy/local/browser.sh
 
+prometheus: ## Debian's prometheus and promtool, for the rule tests and the system harness
+	bash deploy/local/prometheus.sh
+
+oidc: tests/support/oidc/node_modules/.package-lock.json ## the OpenID Provider the single sign-on tests start (Node)
+
+tests/support/oidc/node_modules/.package-lock.json: tests/support/oidc/package-lock.json
+	npm ci --prefix tests/support/oidc --no-audit --no-fund --loglevel=error
+
 screenshots: install services browser ## every console and admin page at laptop and phone width, into var/screenshots/
 	LORAPLEX_SCREENSHOTS=$(CURDIR)/var/screenshots $(PY) -m pytest -q tests/integration/web
 
@@ -40,6 +48,9 @@ lint:
 
 typecheck:
 	$(VENV)/bin/mypy platform/serving/policy
+	$(VENV)/bin/mypy --strict platform/gateway/admission/core
+	$(VENV)/bin/mypy --strict platform/control/budgets/money.py
+	$(VENV)/bin/mypy --strict platform/control/canary
 
 clean:
 	rm -rf var .pytest_cache .hypothesis

@@ -6,7 +6,7 @@ shadow the standard library's `platform` module whenever the repository root is 
 which folder becomes which subpackage.
 """
 
-from setuptools import find_packages, setup
+from setuptools import find_namespace_packages, setup
 
 PACKAGE_ROOTS = {
     "loraplex": "platform",
@@ -17,11 +17,18 @@ PACKAGE_ROOTS = {
 }
 
 
+# Folders that are not code: npm's install under web/ and Python's caches.
+NOT_PACKAGES = ["node_modules", "node_modules.*", "__pycache__", "*.__pycache__"]
+
+
 def _packages() -> list[str]:
+    """Every folder under the roots, data folders (templates, profiles) included: a data
+    folder left out of the list makes setuptools warn on every install."""
     names = []
     for package, folder in PACKAGE_ROOTS.items():
         names.append(package)
-        names.extend(f"{package}.{sub}" for sub in find_packages(folder))
+        found = find_namespace_packages(folder, exclude=NOT_PACKAGES)
+        names.extend(f"{package}.{sub}" for sub in found)
     return sorted(set(names))
 
 

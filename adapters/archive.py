@@ -24,14 +24,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Literal, Protocol
 
+from loraplex.adapters.archive_scan import (
+    MAX_MEMBERS,
+    check_tar_headers,
+    check_zip_directory,
+    too_many_entries,
+)
 from loraplex.adapters.errors import AdapterRejected, Rejection
 from loraplex.adapters.layout import canonical_file_name, require_files
 
 ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".tar", ".zip")
 CHUNK_BYTES = 1024 * 1024
-# An adapter archive holds at most three files and a wrapping folder (plus tar's pax records);
-# anything with more entries is refused before more of it is read.
-MAX_MEMBERS = 16
 # Headers, padding and end-of-archive blocks of a legitimate tar stay far below this.
 TAR_OVERHEAD_BYTES = 1024 * 1024
 
@@ -108,9 +111,12 @@ def _unpack_archive(archive: Path, dest: Path, state: _Unpacked) -> None:
     """Extract the allowed members of a tar (optionally gzipped) or zip archive."""
     try:
         if archive.name.lower().endswith(".zip"):
+            check_zip_directory(archive)
             with zipfile.ZipFile(archive) as zf:
                 _extract_members(_zip_members(zf), dest, state)
         else:
+            with archive.open("rb") as raw, _tar_stream(raw, state.max_bytes) as stream:
+                check_tar_headers(stream)
             with (
                 archive.open("rb") as raw,
                 _tar_stream(raw, state.max_bytes) as stream,
@@ -231,9 +237,7 @@ def _zip_kind(info: zipfile.ZipInfo) -> MemberKind:
 def _check_member_count(count: int) -> None:
     """Refuse archives with more entries than an adapter can have."""
     if count > MAX_MEMBERS:
-        raise AdapterRejected(
-            Rejection.EXTRA_FILE, f"the archive has more than {MAX_MEMBERS} entries"
-        )
+        raise too_many_entries()
 
 
 def _extract_members(members: Iterator[_Member], dest: Path, state: _Unpacked) -> None:

@@ -44,6 +44,10 @@ class AdapterRejected(Exception):
         self.code = code
         self.message = message
 
+    def __reduce__(self) -> tuple[type[AdapterRejected], tuple[Rejection, str]]:
+        """Pickle by the two arguments: checks run in worker processes (loraplex.cpu_pool)."""
+        return (type(self), (self.code, self.message))
+
 
 class BaseModelUnsupported(ValueError):
     """A directory that is not a Llama-style Hugging Face model with safetensors weights."""

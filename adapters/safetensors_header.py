@@ -12,8 +12,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeGuard
 
-# The safetensors library refuses headers above 100 MB; so do we, before reading them.
-MAX_HEADER_BYTES = 100_000_000
+# Bounds checked before the costly step (reading and decoding the JSON, multiplying shapes).
+# A LoRA header is ~140 bytes a tensor: Llama 3.1 405B's 126 layers x 7 projections x 2
+# tensors is ~250 kB. The safetensors library itself allows 100 MB, which json.loads turns
+# into ~1 GB of Python objects: far more than one upload may cost the process that checks it.
+MAX_HEADER_BYTES = 1024 * 1024
+MAX_TENSORS = 8192
+# LoRA tensors are matrices; PEFT never writes more than 2 dimensions. Four leaves room for
+# any real layout while keeping `math.prod` a product of a few small numbers.
+MAX_DIMENSIONS = 4
+# The largest hidden size of any open model is ~53k; 2**31 per dimension is no real limit, and
+# keeps every product far from the big-integer arithmetic that holds the GIL for seconds.
+MAX_DIMENSION_SIZE = 2**31
+MAX_OFFSET = 2**48  # 256 TiB: past any file the upload limit lets in
 
 DTYPE_SIZES = {
     "BOOL": 1,
@@ -72,7 +83,12 @@ def read_header(path: Path) -> SafetensorsHeader:
         if len(prefix) < 8:
             raise HeaderError(f"{path.name} is {file_size} bytes, too short for a header")
         length = int.from_bytes(prefix, "little")
-        if length > MAX_HEADER_BYTES or 8 + length > file_size:
+        if length > MAX_HEADER_BYTES:
+            raise HeaderError(
+                f"{path.name} declares a {length}-byte header; an adapter's header is at most "
+                f"{MAX_HEADER_BYTES} bytes"
+            )
+        if 8 + length > file_size:
             raise HeaderError(
                 f"{path.name} declares a {length}-byte header but the file has {file_size} bytes"
             )
@@ -81,9 +97,17 @@ def read_header(path: Path) -> SafetensorsHeader:
         parsed = json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise HeaderError(f"{path.name} has a header that is not valid JSON: {exc}") from exc
+    except (RecursionError, ValueError) as exc:  # nesting too deep; an integer too long
+        raise HeaderError(
+            f"{path.name} has a header nested too deep or with too long a number"
+        ) from exc
     if not isinstance(parsed, dict):
         raise HeaderError(f"{path.name} has a header that is not a JSON object")
     metadata = parsed.pop("__metadata__", None) or {}
+    if len(parsed) > MAX_TENSORS:
+        raise HeaderError(
+            f"{path.name} lists {len(parsed)} tensors; an adapter has at most {MAX_TENSORS}"
+        )
     data_start = 8 + length
     entries = [_parse_entry(path.name, name, spec, data_start) for name, spec in parsed.items()]
     entries.sort(key=lambda e: e.start)
@@ -106,6 +130,14 @@ def _parse_entry(file_name: str, name: str, spec: Any, data_start: int) -> Tenso
         raise HeaderError(f"{where} has unknown dtype {dtype!r}")
     if not _is_int_list(shape) or not _is_int_list(offsets) or len(offsets) != 2:
         raise HeaderError(f"{where} has a malformed shape or data_offsets")
+    if len(shape) > MAX_DIMENSIONS:
+        raise HeaderError(
+            f"{where} has {len(shape)} dimensions; at most {MAX_DIMENSIONS} are allowed"
+        )
+    if any(size > MAX_DIMENSION_SIZE for size in shape):
+        raise HeaderError(f"{where} has a dimension above {MAX_DIMENSION_SIZE}")
+    if any(offset > MAX_OFFSET for offset in offsets):
+        raise HeaderError(f"{where} has a data offset above {MAX_OFFSET}")
     begin, end = offsets
     expected = math.prod(shape) * DTYPE_SIZES[dtype]
     if end - begin != expected:

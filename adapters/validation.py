@@ -27,7 +27,8 @@ from loraplex.adapters.safetensors_header import HeaderError, SafetensorsHeader,
 from loraplex.adapters.tensor_checks import check_tensors, scan_values
 
 SUPPORTED_TARGET_MODULES = frozenset(PROJECTION_MODULES)
-MAX_CONFIG_BYTES = 1024 * 1024
+# A PEFT config is ~1 kB of flat JSON; 64 kB leaves room for long README-like fields.
+MAX_CONFIG_BYTES = 64 * 1024
 
 
 @dataclass(frozen=True)
@@ -133,6 +134,10 @@ def _parse_config(raw: bytes) -> LoraConfig:
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise AdapterRejected(
             Rejection.BAD_CONFIG, f"{CONFIG_FILE} is not valid JSON: {exc}"
+        ) from exc
+    except (RecursionError, ValueError) as exc:  # nesting too deep; an integer too long
+        raise AdapterRejected(
+            Rejection.BAD_CONFIG, f"{CONFIG_FILE} nests too deep or has too long a number"
         ) from exc
     return parse_lora_config(data)
 

@@ -17,25 +17,31 @@ from litestar.plugins.prometheus import PrometheusConfig, PrometheusController
 from loraplex.api.deps import provide_principal, service_dependencies
 from loraplex.api.openapi import LoraplexOpenAPIConfig
 from loraplex.api.paging import provide_page
+from loraplex.api.security_headers import security_headers
 from loraplex.auth.access import PUBLIC, check_access
+from loraplex.auth.deployment_checks import refuse_unsafe_settings
 from loraplex.auth.middleware import BearerKeyMiddleware
 from loraplex.control.adapters.controller import AdapterController
 from loraplex.control.audit.controller import AuditController
 from loraplex.control.base_models.controller import BaseModelController
+from loraplex.control.budgets.controller import BudgetController, PriceController
 from loraplex.control.engines.agents import AgentController
 from loraplex.control.engines.controller import EngineController
 from loraplex.control.engines.placement import PlacementController
 from loraplex.control.health import HealthController
 from loraplex.control.keys.controller import ApiKeyController
+from loraplex.control.nodes.controller import NodeCredentialController
 from loraplex.control.tenants.controller import PlanController, TenantController
 from loraplex.control.usage.controller import UsageController
 from loraplex.control.users.controller import UserController
 from loraplex.db.config import sqlalchemy_config
 from loraplex.errors import exception_handlers
+from loraplex.evals.controller import EvalsController
 from loraplex.finetune.controller import FineTuningController
 from loraplex.gateway.controller import InferenceController
 from loraplex.gateway.responses_controller import ResponsesController
 from loraplex.observability.gc_pauses import count_pauses, freeze_the_startup_heap
+from loraplex.observability.scrape_auth import scrape_guard
 from loraplex.services import running_services
 from loraplex.settings import Settings
 from loraplex.web.app import WEB_PATHS, template_config, web_router
@@ -52,26 +58,38 @@ CONTROLLERS: list[type] = [
     BaseModelController,
     AuditController,
     UsageController,
+    PriceController,
+    BudgetController,
     EngineController,
     AgentController,
+    NodeCredentialController,
     PlacementController,
     InferenceController,
     ResponsesController,
     FineTuningController,
+    EvalsController,
 ]
 
 
-class MetricsController(PrometheusController):
-    """`GET /metrics` in the Prometheus text format."""
+def metrics_controller(settings: Settings) -> type[PrometheusController]:
+    """`GET /metrics` in the Prometheus text format, for the scrape token only
+    (`loraplex.observability.scrape_auth`)."""
 
-    path = "/metrics"
-    opt = PUBLIC
-    include_in_schema = False
+    class MetricsController(PrometheusController):
+        """`GET /metrics` in the Prometheus text format."""
+
+        path = "/metrics"
+        opt = PUBLIC
+        include_in_schema = False
+        guards = [scrape_guard(settings)]
+
+    return MetricsController
 
 
 def create_app(settings: Settings | None = None) -> Litestar:
     """Build the API application from settings (default: the environment)."""
     settings = settings or Settings.from_env()
+    refuse_unsafe_settings(settings)
     db = sqlalchemy_config(settings)
 
     @asynccontextmanager
@@ -95,7 +113,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
         exclude=["/metrics", "/healthz", "/readyz", "^/v1/((chat/)?completions|responses)"],
     )
     return Litestar(
-        route_handlers=[*CONTROLLERS, MetricsController, web_router(settings)],
+        route_handlers=[*CONTROLLERS, metrics_controller(settings), web_router(settings)],
         plugins=[SQLAlchemyPlugin(config=db)],
         dependencies={
             "principal": Provide(provide_principal, sync_to_thread=False),
@@ -103,6 +121,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
             "page": Provide(provide_page, sync_to_thread=False),
         },
         middleware=[
+            security_headers(settings),
             prometheus.middleware,
             DefineMiddleware(
                 BearerKeyMiddleware,

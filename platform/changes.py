@@ -45,6 +45,8 @@ class Change(StrEnum):
     KEY_REVOKED = "key_revoked"  # subject: the key's prefix
     TENANT_ACCESS = "tenant_access"  # a tenant suspended, resumed or deleted
     TENANT_LIMITS = "tenant_limits"  # a tenant's quota or plan, or a plan's limits
+    ENGINE_STATE = "engine_state"  # an agent's engine drained, went down or up; new secret
+    BUDGETS = "budgets"  # a price, or a tenant's budgets
 
 
 @dataclass(frozen=True)

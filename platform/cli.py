@@ -8,22 +8,47 @@ from pathlib import Path
 
 import click
 
+from loraplex.control.base_models.copy_cli import pull_base_model, push_base_model
 from loraplex.settings import Settings
 
-# Command groups that live with their feature; attached when their module imports.
-FEATURE_COMMANDS = [
-    ("loraplex.up", "up"),
-    ("loraplex.bench.cli", "bench"),
-    ("loraplex.workers.cli", "worker"),
-    ("loraplex.workers.cli", "beat"),
-    ("loraplex.serving.agent_cli", "agent"),
-    ("loraplex.dev.cli", "dev"),
-    ("loraplex.serving.engines.cli", "engine"),
-    ("loraplex.serving.simulator.cli", "simulate"),
-]
+# Command groups that live with their feature, by command name: imported only when that
+# command runs (or `--help` lists them), because importing them all (torch, Celery, the engine
+# launchers) cost ~3 s on every `loraplex` start, an init container's pull included.
+FEATURE_COMMANDS = {
+    "up": ("loraplex.up", "up"),
+    "bench": ("loraplex.bench.cli", "bench"),
+    "worker": ("loraplex.workers.cli", "worker"),
+    "beat": ("loraplex.workers.cli", "beat"),
+    "agent": ("loraplex.serving.agent_cli", "agent"),
+    "nodes": ("loraplex.control.nodes.cli", "nodes"),
+    "sso": ("loraplex.auth.sso.cli", "sso"),
+    "dev": ("loraplex.dev.cli", "dev"),
+    "engine": ("loraplex.serving.engines.cli", "engine"),
+    "simulate": ("loraplex.serving.simulator.cli", "simulate"),
+}
 
 
-@click.group()
+class FeatureGroup(click.Group):
+    """The top-level group: its own commands, plus each feature's, imported on first use."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        """Every command, the features' included."""
+        return sorted({*super().list_commands(ctx), *FEATURE_COMMANDS})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        """A feature's command is imported here; None when its feature is not installed."""
+        if cmd_name not in FEATURE_COMMANDS:
+            return super().get_command(ctx, cmd_name)
+        module_name, attr = FEATURE_COMMANDS[cmd_name]
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError:
+            return None  # feature not installed in this build
+        command: click.Command = getattr(module, attr)
+        return command
+
+
+@click.group(cls=FeatureGroup)
 @click.pass_context
 def main(ctx: click.Context) -> None:
     """Loraplex: serve many LoRA adapters to many tenants."""
@@ -162,6 +187,10 @@ def register_base_model(settings: Settings, model_dir: Path, name: str | None) -
     click.echo(f"registered base model {name or model_dir.name} ({model_id})")
 
 
+base_models.add_command(push_base_model)
+base_models.add_command(pull_base_model)
+
+
 @main.group("adapters")
 def adapters_group() -> None:
     """Adapter storage maintenance."""
@@ -187,17 +216,6 @@ def reap_adapters(settings: Settings, stale_after: float) -> None:
         f"deleted {report.orphan_objects_deleted} orphan objects"
     )
 
-
-def _attach_feature_commands() -> None:
-    for module_name, attr in FEATURE_COMMANDS:
-        try:
-            module = importlib.import_module(module_name)
-        except ImportError:
-            continue  # feature not installed in this build
-        main.add_command(getattr(module, attr))
-
-
-_attach_feature_commands()
 
 if __name__ == "__main__":
     main()

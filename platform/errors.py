@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import logging
 from typing import Any
+from uuid import UUID
 
 from advanced_alchemy import exceptions as repo_errors
 from litestar import MediaType, Request, Response
 from litestar.exceptions import HTTPException, ValidationException
+from redis.exceptions import RedisError
 from sqlalchemy.exc import DBAPIError
 
 from loraplex.adapters.errors import AdapterRejected, StoreError, StoreUnavailable
+from loraplex.observability.metrics import count_limit_refusal
 
 log = logging.getLogger("loraplex.errors")
 
@@ -25,6 +28,9 @@ class LoraplexError(Exception):
 
     status_code = 500
     code = "internal_error"
+    # Set on a refusal that wrote its own audit entry (in its request's transaction), so the
+    # mapper does not note it in the tenant's audit log again (`control.audit.limit_log`).
+    audited = False
 
     def __init__(
         self, detail: str, *, param: str | None = None, headers: dict[str, str] | None = None
@@ -91,6 +97,13 @@ class TooManyRequests(LoraplexError):
     code = "rate_limit_exceeded"
 
 
+class ClientGone(LoraplexError):
+    """The client closed its connection before its request body ended (nginx's 499)."""
+
+    status_code = 400
+    code = "client_closed_request"
+
+
 class Unavailable(LoraplexError):
     """A dependency (database, Redis, object store, engine) is not answering."""
 
@@ -143,7 +156,40 @@ def _openai_type(status: int) -> str:
 
 
 def _on_domain_error(request: Request[Any, Any, Any], exc: LoraplexError) -> Response[Any]:
+    if _is_limit(exc.status_code, exc.code) and not exc.audited:
+        # 429s are counted where they are decided (admission, uploads, resume readers)
+        _note_limit(request, exc.code, exc.detail, counted=exc.status_code == 429)
     return _problem(request, exc.status_code, exc.code, exc.detail, exc.param, headers=exc.headers)
+
+
+# Refusals that are a tenant tripping a limit (as opposed to a malformed request).
+LIMIT_STATUSES = frozenset({413, 429})
+LIMIT_CODES = frozenset(
+    {"quota_exceeded", "body_too_complex", "schema_too_complex", "upload_too_slow"}
+)
+
+
+def _is_limit(status: int, code: str) -> bool:
+    """Whether a refusal is a tenant tripping a limit, not a malformed request."""
+    return status in LIMIT_STATUSES or code in LIMIT_CODES
+
+
+def _note_limit(request: Request[Any, Any, Any], limit: str, detail: str, *, counted: bool) -> None:
+    """Count a tenant's limit refusal on `loraplex_tenant_limit_refusals_total` (unless it was
+    `counted` where it was decided) and note it in the tenant's audit log (throttled there)."""
+    services = getattr(request.app.state, "services", None)
+    limit_log = getattr(services, "limit_log", None)
+    user = request.scope.get("user")
+    tenant = getattr(user, "tenant_id", None) or request.path_params.get("tenant_id")
+    if limit_log is None or tenant is None:
+        return
+    try:
+        tenant_id = tenant if isinstance(tenant, UUID) else UUID(str(tenant))
+    except ValueError:
+        return
+    if not counted:
+        count_limit_refusal(limit, limit_log.label(tenant_id))
+    limit_log.note(tenant_id, str(getattr(user, "actor", "anonymous")), limit, detail)
 
 
 def _on_http_error(request: Request[Any, Any, Any], exc: HTTPException) -> Response[Any]:
@@ -170,6 +216,8 @@ def _on_http_error(request: Request[Any, Any, Any], exc: HTTPException) -> Respo
     detail = exc.detail
     if extra and isinstance(extra, list):
         detail = "; ".join(_describe(item) for item in extra) or detail
+    if exc.status_code == 413:  # Litestar's own body-size limit
+        _note_limit(request, code, str(detail), counted=False)
     return _problem(
         request, exc.status_code, code, detail, extra=extra, headers=dict(exc.headers or {})
     )
@@ -210,11 +258,31 @@ def _is_unstorable_text(exc: BaseException | None) -> bool:
     return False
 
 
+NUMBER_OUT_OF_RANGE = "a number in the request is out of range (too large or too small to store)"
+
+
+def _is_number_out_of_range(exc: BaseException | None) -> bool:
+    """Whether a number of the request did not fit its column: asyncpg refuses to encode it
+    (an OverflowError under its DataError, e.g. a 4,300-digit version number) or PostgreSQL
+    refuses it (SQLSTATE 22003)."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, OverflowError):
+            return True
+        if getattr(getattr(exc, "orig", None), "sqlstate", None) == "22003":
+            return True
+        exc = exc.__cause__ or exc.__context__ or getattr(exc, "orig", None)
+    return False
+
+
 def _on_database_error(request: Request[Any, Any, Any], exc: DBAPIError) -> Response[Any]:
-    """Text PostgreSQL refuses is the client's to fix; a database that is down or restarting
-    is a 503 the client may retry; any other database error is ours."""
+    """Text or numbers PostgreSQL refuses are the client's to fix; a database that is down or
+    restarting is a 503 the client may retry; any other database error is ours."""
     if _is_unstorable_text(exc):
         return _problem(request, 400, "invalid_request", NUL_IN_TEXT)
+    if _is_number_out_of_range(exc):
+        return _problem(request, 400, "invalid_request", NUMBER_OUT_OF_RANGE)
     if _is_database_down(exc):
         return _on_dependency_down(request, exc)
     return _on_unexpected(request, exc)
@@ -255,8 +323,16 @@ def _on_unexpected(request: Request[Any, Any, Any], exc: Exception) -> Response[
     return _problem(request, 500, "internal_error", "internal error")
 
 
+def _on_too_deep(request: Request[Any, Any, Any], exc: RecursionError) -> Response[Any]:
+    # The JSON decoders (msgspec, json) refuse nesting past their recursion limit by raising
+    # RecursionError while decoding a body; nothing of ours recurses on a bounded input.
+    log.warning("nesting too deep on %s %s: %s", request.method, request.url.path, exc)
+    return _problem(request, 400, "invalid_request", "the request body nests too deep")
+
+
 def _on_adapter_rejected(request: Request[Any, Any, Any], exc: AdapterRejected) -> Response[Any]:
     status = 413 if exc.code == "too_large" else 422
+    _note_limit(request, f"upload_{exc.code}", exc.message, counted=False)
     return _problem(request, status, str(exc.code), exc.message)
 
 
@@ -283,7 +359,11 @@ def exception_handlers() -> dict[type[Exception], Any]:
         repo_errors.RepositoryError: _on_repository_error,
         AdapterRejected: _on_adapter_rejected,
         StoreError: _on_store_error,
+        RecursionError: _on_too_deep,
         DBAPIError: _on_database_error,
         ConnectionError: _on_dependency_down,
+        # Redis down, or every connection of a capped pool busy past its wait
+        # (`connections.connect_redis`): the same 503, never a hang or a 500.
+        RedisError: _on_dependency_down,
         Exception: _on_unexpected,
     }

@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 import fakeredis
-from redis.asyncio import Redis
+from redis.asyncio import BlockingConnectionPool, Redis
 
 # The one in-process server of this process (its keys die with it).
 EMBEDDED_SERVER = fakeredis.FakeServer()
@@ -32,12 +32,19 @@ def embedded_redis(server: fakeredis.FakeServer | None = None) -> Redis:
     )
 
 
-def open_redis(url: str, **options: Any) -> Redis:
+def open_redis(
+    url: str, *, max_connections: int = 64, pool_timeout_s: float = 1.0, **options: Any
+) -> Redis:
     """A client for `url`, or, when `url` is empty, one on the process's embedded server.
 
-    `options` go to `Redis.from_url` for a real server (timeouts, retries); the embedded
+    A real server's client holds at most `max_connections` (a `BlockingConnectionPool`: a
+    call that finds them all busy waits up to `pool_timeout_s`, then raises redis'
+    `ConnectionError`). `options` go to the connections (timeouts, retries); the embedded
     server answers in-process and takes none.
     """
     if url:
-        return Redis.from_url(url, **options)
+        pool = BlockingConnectionPool.from_url(
+            url, max_connections=max_connections, timeout=pool_timeout_s, **options
+        )
+        return Redis.from_pool(pool)  # the client closes its pool with itself
     return embedded_redis(EMBEDDED_SERVER)

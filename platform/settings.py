@@ -13,6 +13,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, get_type_hints
 
+from loraplex.auth.sso.config import OidcProvider, providers_from_json, providers_to_json
+
 PREFIX = "LORAPLEX_"
 DEV_SECRET_KEY = "dev-only-change-me"  # fine for the embedded default, never for production
 
@@ -40,9 +42,17 @@ class Settings:
 
     # Storage. The embedded default is a SQLite file and a local directory object store.
     database_url: str = "sqlite+aiosqlite:///./var/loraplex.db"
+    # PostgreSQL connections one process keeps open, and how many more it may open at once
+    # under load: every replica, worker and agent holds its own, against the server's
+    # `max_connections` (100 by default).
+    db_pool_size: int = 10
+    db_max_overflow: int = 20
     redis_url: str = ""  # empty: in-process stand-ins (embedded mode only)
     # Celery's broker; empty: Redis when `redis_url` is set, else files under data_dir/broker.
     broker_url: str = ""
+    # Put before every key the broker writes in Redis, so deployments sharing one Redis
+    # database never take each other's tasks (a worker takes any task on its queue's key).
+    broker_key_prefix: str = ""
     data_dir: Path = Path("./var")
     object_store: str = "local"  # "local" | "s3"
     s3_endpoint_url: str = ""
@@ -63,17 +73,46 @@ class Settings:
     max_json_body_bytes: int = 1_048_576
     max_upload_bytes: int = 512 * 1024 * 1024
     max_training_file_bytes: int = 512 * 1024 * 1024
+    # Checks of tenant files (archives, adapter weights, training files) run in this many
+    # worker processes, each capped at this much memory and this long a check, so no upload
+    # can hold the API's event loop or its memory (loraplex.cpu_pool).
+    cpu_pool_workers: int = 1
+    cpu_pool_memory_bytes: int = 1024 * 1024 * 1024  # a worker idles at ~200 MB of address space
+    cpu_pool_timeout_s: float = 300.0
+    # Uploads one API process receives at once, per tenant and in all (429 past either).
+    uploads_per_tenant: int = 2
+    uploads_in_progress: int = 16
+    # An event-loop tick later than this is logged with what the loop was late for.
+    event_loop_lag_warn_s: float = 0.25
 
     # Security.
     secret_key: str = DEV_SECRET_KEY  # signs the console's session and CSRF cookies
     api_key_prefix: str = "lpx"
-    # Mark the console's session and CSRF cookies `Secure`: set true when served over HTTPS.
-    secure_cookies: bool = False
+    # Mark the console's session and CSRF cookies `Secure` (and send HSTS): "auto" does
+    # outside local mode (`is_local`), "true" always, "false" never (plain HTTP on a
+    # trusted network, the test suite).
+    secure_cookies: str = "auto"
+    # Bearer token Prometheus sends to scrape `/metrics` (per-tenant series). Empty: open
+    # in local mode, refused (401) otherwise.
+    metrics_token: str = ""
     # Console logins per email and per client address per minute, before 429.
     login_attempts_per_minute: int = 10
-    # Shared bearer token between API processes and `loraplex agent`s; empty: the agent
-    # serves loopback only (see serving/agent_app.py).
+    # Single sign-on: the console's OpenID Connect providers, a JSON list (docs/sso.md).
+    oidc_providers: tuple[OidcProvider, ...] = field(default_factory=tuple)
+    # How often a signed-in SSO session asks its provider again whether the user has access.
+    oidc_recheck_s: float = 300.0
+    # The console's public URL, for the providers' redirect URIs (empty: each request's URL).
+    public_url: str = ""
+    # Shared bearer token API processes send to `loraplex agent`s (load, unload) that did not
+    # register a secret of their own (operator-registered ones, agents of older releases);
+    # an agent accepts it only where it is set. A self-registered agent needs none (it
+    # accepts its own secret only: docs/security.md); without either an agent serves
+    # loopback only. Agents register with a node credential, never with this token.
     agent_token: str = ""
+    # This agent's node credential (`loraplex nodes mint <engine>`), sent when it registers.
+    node_credential: str = ""
+    # The key engines are started with (`--api-key`); the API sends it on every engine call.
+    engine_api_key: str = ""
     # Self-registered engines (`loraplex agent --register-with`): how often agents heartbeat,
     # after how long without one an engine leaves the rotation, and when it is forgotten.
     agent_heartbeat_s: float = 5.0
@@ -88,6 +127,20 @@ class Settings:
     max_lora_rank: int = 64
     download_url_ttl_s: int = 900
     disk_cache_bytes: int = 10 * 2**30  # this node's adapter cache (agent), under data_dir/cache
+    # Correctness probes: how often every engine replays its recorded greedy answers (0: only
+    # after each adapter load), and how many tokens each probe answer has (docs/security.md).
+    probe_every_s: float = 300.0
+    probe_max_tokens: int = 32
+
+    # Adapter import (`POST .../versions` with a source): where hub repositories are fetched
+    # from (the Hugging Face Hub's HTTP API shape), the networks an import may reach besides
+    # public addresses (comma-separated CIDRs; private, loopback and link-local addresses
+    # are refused otherwise), a PEM bundle of extra CAs to trust (empty: the system's), and
+    # how long one import may take to fetch. The size cap is `max_upload_bytes`.
+    hub_endpoint: str = "https://huggingface.co"
+    import_allow_networks: str = ""
+    import_ca_file: str = ""
+    import_timeout_s: float = 600.0
 
     # Streaming (see loraplex.gateway.pump.StreamLimits).
     stream_buffer_bytes: int = 256 * 1024
@@ -96,6 +149,9 @@ class Settings:
     ttft_timeout_s: float = 60.0
     idle_timeout_s: float = 30.0
     total_timeout_s: float = 600.0
+    # How long a stream whose engine failed after the first token may look for another
+    # engine to continue on (loraplex.gateway.failover) before it ends with the error.
+    failover_timeout_s: float = 10.0
     resume_window_s: float = 30.0
     # Streams in flight hold their next write up to this long while a new request is being
     # admitted, so it reaches its engine first (loraplex.gateway.lane); 0 turns it off.
@@ -109,42 +165,61 @@ class Settings:
     # measurable (a token came every ~48 ms). 0 turns it off.
     relay_pace_s: float = 0.15
 
+    # Money (docs/budgets.md): the one currency of every price, spend and budget (ISO 4217
+    # code, shown beside amounts), and a URL that gets a JSON POST when a budget's spend
+    # passes its alert share (empty: the audit log and the console's banner only).
+    currency: str = "USD"
+    budget_webhook_url: str = ""
+
     # Admission (see loraplex.gateway.admission).
     ratelimit_fail_mode: str = "closed"  # Redis unreachable: "closed" answers 503, "open" admits
     admission_ttft_budget_s: float = (
         2.0  # shed priority 0 past 1x this estimate, 1 past 2x, 2 past 4x
     )
-    admission_parallelism: int = 8  # requests an engine serves at once at full speed
-    # Requests in flight per engine before new ones are shed (0: no cap). For engines that run
-    # every request at once (vLLM on CPU) this is what keeps admitted requests' TTFT.
+    # Admission's places on an engine without a profile or a fixed number: max(this, its GPU
+    # slots) requests at once (loraplex.gateway.admission.places).
+    admission_parallelism: int = 8
+    # A fixed number of places per engine (0: from its profile, else its slots).
     engine_max_in_flight: int = 0
-    # At the cap, a request from a tenant at or above its fair share waits this long for a
-    # place before it is shed (one below its share waits up to half the engine's TTFT
-    # target, at least 0.1 s: it gets the next place freed). Without a wait, a slot freed
-    # between two arrivals stays idle and goodput drops; every millisecond of it is added to
-    # an admitted request's TTFT. Measured at 2x capacity on SGLang (CPU, adaptive cap, two
-    # rounds each): 0.005 s gave p99 90-100 ms at 19-22 requests/s, 0.03 s p99 100-125 ms
-    # at 17-21/s.
-    engine_queue_wait_s: float = 0.005
-    # The cap adapts per engine (loraplex.gateway.admission.engine_cap): it starts at the
-    # engine's batch slots and grows while the median TTFT meets its target, is cut in
-    # proportion when it does not or when the engine keeps a queue; `engine_max_in_flight`
-    # then only bounds it from above.
-    engine_adaptive_cap: bool = True
-    # The TTFT the adaptive cap holds the median of recent requests to; 0: learned, the
-    # larger of 2x the median and the 90th percentile (from 10 of them) of the TTFT of
-    # requests that found the engine idle, and the tail (docs/admission.md) cuts it too.
+    # The engine profile per engine kind that sizes its places and TTFT SLO, as
+    # "sglang=sglang-cpu,vllm=/etc/loraplex/h100-vllm.json" (a reference profile's name or a
+    # file `loraplex bench calibrate` wrote); empty: none (docs/admission.md).
+    admission_profiles: str = ""
+    # False: no places, every request goes to the engines (quotas still apply): a bench's
+    # baseline, or an operator's way out.
+    engine_admission: bool = True
+    # A request from a tenant at or over its fair share waits this long for a place before it
+    # is shed; one below its share waits what the TTFT SLO leaves over an idle TTFT (it gets
+    # the next place freed). 0: 0.15x the profile's idle TTFT (the simulator's choice:
+    # docs/admission.md), 5 ms without a profile.
+    engine_queue_wait_s: float = 0.0
+    # The TTFT SLO admission cuts waits to; 0: the profile's (3x its idle TTFT), none without.
     engine_ttft_slo_s: float = 0.0
     concurrency_lease_s: float = 15.0  # a crashed API process frees its slots within this
     # How long an admission decision may wait for Redis before `ratelimit_fail_mode` applies.
     # 0.1 s was too tight on a busy 2-core host (spurious 503s at 64 streams).
     ratelimit_redis_timeout_s: float = 0.5
+    # Connections in each of this process's Redis pools. A call that finds them all busy
+    # waits up to `ratelimit_redis_timeout_s` for one, then fails (admission: 503), never hangs.
+    redis_max_connections: int = 64
+    # Readers of resumable streams block in XREAD on a Redis pool of their own, this large,
+    # so however many there are, admission keeps its connections (loraplex.connections).
+    redis_reader_connections: int = 128
+    # Resume readers (`GET .../{id}/events`) this API process follows at once; past it, 503.
+    # Each also holds a place under its tenant's `concurrent_streams` (resume_readers.py).
+    resume_max_readers: int = 64
 
     # Fine-tuning workers.
     job_heartbeat_timeout_s: float = 60.0  # a running job silent this long lost its worker
     job_reap_interval_s: float = 15.0
     job_max_attempts: int = 3
     job_progress_interval_s: float = 2.0  # at most one progress event this often
+    # Training states kept per job: resuming needs only the newest, the rest cost storage
+    # that counts against the tenant's `max_storage_bytes`.
+    job_checkpoints_kept: int = 3
+    # The API address workers send eval runs' requests to (as the tenant, with a key minted
+    # for the run, so its quotas and usage apply); empty: `host`:`port` (loopback for 0.0.0.0).
+    eval_api_url: str = ""
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -155,7 +230,7 @@ class Settings:
         for f in fields(cls):
             raw = env.get(PREFIX + f.name.upper())
             if raw is not None:
-                values[f.name] = _parse(f.name, hints[f.name], raw)
+                values[f.name] = _parse(f.name, hints[f.name], raw, env)
         return cls(**values)
 
     def to_env(self) -> dict[str, str]:
@@ -165,18 +240,62 @@ class Settings:
             value = getattr(self, f.name)
             if f.name == "engines":
                 value = json.dumps([{k: getattr(e, k) for k in e.__slots__} for e in value])
+            elif f.name == "oidc_providers":
+                value = providers_to_json(value)
             elif isinstance(value, bool):
                 value = "true" if value else "false"
             env[PREFIX + f.name.upper()] = str(value)
         return env
 
     @property
+    def is_local(self) -> bool:
+        """Local mode: the embedded all-in-one on one machine, where the secrets may be the
+        development defaults and the console is served over plain HTTP."""
+        return self.is_embedded
+
+    @property
+    def cookies_secure(self) -> bool:
+        """Whether cookies are `Secure` and HSTS is sent (`secure_cookies`)."""
+        choice = self.secure_cookies.strip().lower()
+        if choice == "auto":
+            return not self.is_local
+        return choice in {"1", "true", "yes", "on"}
+
+    @property
     def is_embedded(self) -> bool:
         """True when running without external services (SQLite, no Redis)."""
         return self.database_url.startswith("sqlite") or not self.redis_url
 
+    def __repr__(self) -> str:
+        """The settings with secrets and URL passwords hidden: a repr ends up in logs and
+        tracebacks, and `redis://user:password@host` is a credential."""
+        shown = []
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name in SECRET_FIELDS and value:
+                value = "***"
+            elif f.name.endswith("_url") and isinstance(value, str):
+                value = redact_url(value)
+            shown.append(f"{f.name}={value!r}")
+        return f"Settings({', '.join(shown)})"
 
-def _parse(name: str, hint: Any, raw: str) -> Any:
+
+# Fields whose whole value is a secret (URLs are shown with their password hidden).
+SECRET_FIELDS = frozenset({"secret_key", "s3_secret_access_key", "agent_token",
+                           "node_credential", "engine_api_key"})  # fmt: skip
+
+
+def redact_url(url: str) -> str:
+    """`url` with the password of its user-info replaced by `***` (for logs)."""
+    scheme, sep, rest = url.partition("://")
+    userinfo, at, host = rest.rpartition("@")
+    if not sep or not at or ":" not in userinfo:
+        return url
+    user = userinfo.split(":", 1)[0]
+    return f"{scheme}://{user}:***@{host}"
+
+
+def _parse(name: str, hint: Any, raw: str, env: Mapping[str, str]) -> Any:
     """Convert one environment string to the setting's type, naming the setting on error."""
     try:
         if hint is bool:
@@ -193,6 +312,8 @@ def _parse(name: str, hint: Any, raw: str) -> Any:
             return Path(raw)
         if name == "engines":
             return tuple(EngineEndpoint(**item) for item in json.loads(raw or "[]"))
+        if name == "oidc_providers":
+            return providers_from_json(raw, env)
         return raw
-    except (ValueError, TypeError) as exc:
+    except (ValueError, TypeError, OSError) as exc:  # a provider's entry: ValueError
         raise SettingsError(f"{PREFIX}{name.upper()}: {exc}") from exc

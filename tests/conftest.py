@@ -31,6 +31,8 @@ PG_SERVER = os.environ.get("LORAPLEX_TEST_PG", "postgresql://postgres@127.0.0.1:
 logging.getLogger("httpx").setLevel(logging.WARNING)  # one INFO line per request drowns failures
 
 REDIS_URL = os.environ.get("LORAPLEX_TEST_REDIS", "redis://127.0.0.1:6379/15")
+METRICS_TOKEN = f"scrape-{secrets.token_urlsafe(24)}"  # the suite's Prometheus
+SCRAPE = {"Authorization": f"Bearer {METRICS_TOKEN}"}
 
 
 def _asyncpg_url(database: str) -> str:
@@ -81,7 +83,13 @@ def settings(
     """Settings pointing at the session's database, Redis and S3 server."""
     return Settings(
         database_url=database_url,
+        # Each of the suite's in-process apps and API processes keeps few idle connections:
+        # together they stay under PostgreSQL's default 100 (at 10 each, make test ran out).
+        db_pool_size=2,
         redis_url=REDIS_URL,
+        # This session's Celery tasks under keys of its own: a worker of another session on
+        # this machine, or one a killed run left behind, would otherwise take them.
+        broker_key_prefix=f"loraplex-test-{secrets.token_hex(4)}:",
         data_dir=tmp_path_factory.mktemp("data"),
         object_store="s3",
         max_upload_bytes=16 * 2**20,  # small, so size-cap tests stay fast
@@ -90,13 +98,20 @@ def settings(
         s3_region=REGION,
         s3_access_key_id=ACCESS_KEY,
         s3_secret_access_key=SECRET_KEY,
-        # No engine cap: a cap learned from TTFTs on a loaded 2-core CI host would shed the
-        # suite's own concurrent requests at random. The adaptive cap has its own tests
-        # (tests/unit/gateway/test_engine_cap.py, test_gate.py) and `loraplex bench overload`.
-        engine_adaptive_cap=False,
+        # No places on the engines: the suite's stand-in engines run its concurrent requests
+        # at once, and places sized for a real engine would shed them. Admission's places have
+        # their own tests (tests/unit/gateway/test_gate.py, the core's, the simulator's).
+        engine_admission=False,
         # Every console test signs in from the in-process client's one address, which the
         # sign-in throttle allows 10x this per minute: the suite's bursts passed 100.
         login_attempts_per_minute=30,
+        # Outside local mode the API refuses placeholder secrets and an open /metrics; the
+        # suite speaks plain HTTP, where a browser (and httpx) drops `Secure` cookies.
+        secret_key=secrets.token_urlsafe(32),
+        metrics_token=METRICS_TOKEN,
+        secure_cookies="false",
+        # No periodic probe replays in the suite (the probe drill runs its own).
+        probe_every_s=0.0,
     )
 
 

@@ -14,7 +14,8 @@ from litestar.response import Template
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from loraplex.api.deps import services_of
-from loraplex.control.users.service import UserService, verify_password
+from loraplex.auth.passwords import password_matches
+from loraplex.control.users.service import UserService
 from loraplex.db.models import User
 from loraplex.errors import InvalidInput, TooManyRequests
 from loraplex.web.session import SignInRequired, Viewer, start_session
@@ -41,11 +42,11 @@ class AccountController(Controller):
         """Check the current password (attempts count as sign-ins do), set the new one, and
         carry on in a fresh session; sessions elsewhere end."""
         current, new = str(form.get("current", "")), str(form.get("new", ""))
-        throttle = services_of(request.app).sign_in_throttle
-        if not await throttle.allow_request(request, viewer.email):
+        services = services_of(request.app)
+        if not await services.sign_in_throttle.allow_request(request, viewer.email):
             raise TooManyRequests("too many password attempts; wait a minute and try again")
         user = await _me(db_session, viewer)
-        if not verify_password(user.password_hash or "", current):
+        if not await password_matches(user.password_hash, current, services.password_pool):
             raise InvalidInput("the current password is wrong", param="current")
         if new != str(form.get("confirm", "")):
             raise InvalidInput("the new password and its confirmation differ", param="confirm")

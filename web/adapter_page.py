@@ -2,7 +2,8 @@
 
 The index is a searchable, paged list of cards. An adapter's page holds its card (versions,
 aliases and their actions, which htmx swaps in place: web/adapters.py), where each version
-is loaded right now (a fragment htmx polls), and its traffic over the last day.
+is loaded right now (a fragment htmx polls), each version's eval scores (web/eval_reads.py),
+and its traffic over the last day.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from loraplex.web.adapter_reads import (
 )
 from loraplex.web.adapters import provide_adapter
 from loraplex.web.console import provide_tenant_id
+from loraplex.web.eval_reads import version_scores
 from loraplex.web.paging import PageAsked, page_number
 
 PLACEMENT_EVERY_S = 2  # how often the page asks where the versions are
@@ -68,6 +70,7 @@ class AdapterPage(Controller):
         placement = services_of(request.app).placement
         context["placement"] = _placement(placement, adapter, context["card"].versions)
         context["traffic"] = await adapter_traffic(db_session, adapter)
+        context["scores"] = await version_scores(db_session, adapter)
         context["every_s"] = PLACEMENT_EVERY_S
         return Template("console/adapter.html", context=context)
 

@@ -21,10 +21,12 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from loraplex.adapters.store import ObjectStore
 from loraplex.api.downloads import stream_version_file
 from loraplex.api.multipart import save_multipart, upload_workdir
-from loraplex.control.adapters.aliases import AliasService
-from loraplex.control.adapters.schemas import AdapterCreate, AliasSet, CanarySet
+from loraplex.control.adapters.aliases import KEEP, AliasService, Keep, canary_policy
+from loraplex.control.adapters.schemas import AdapterCreate, AliasSet, CanaryAnalysisIn, CanarySet
 from loraplex.control.adapters.service import AdapterService
 from loraplex.control.adapters.versions import VersionService
+from loraplex.control.canary.policy import CanaryPolicy
+from loraplex.cpu_pool import CpuPool
 from loraplex.db.models import Adapter
 from loraplex.settings import Settings
 from loraplex.web.adapter_reads import card_context
@@ -82,6 +84,7 @@ class AdapterPages(Controller):
         db_session: AsyncSession,
         store: ObjectStore,
         settings: Settings,
+        cpu_pool: CpuPool,
     ) -> Template:
         """A new version from `adapter_config.json` + `adapter_model.safetensors` or one
         archive, validated and stored as the API's upload does; answers the adapter's card."""
@@ -89,7 +92,9 @@ class AdapterPages(Controller):
             received = workdir / "received"
             received.mkdir()
             files, _ = await save_multipart(request, received, settings.max_upload_bytes)
-            await versions.upload(adapter, files, workdir, store, settings, editor.actor)
+            await versions.upload(
+                adapter, files, workdir, store, settings, editor.actor, cpu=cpu_pool
+            )
         return await _card(db_session, adapter, status=201)
 
     @post(ADAPTER + "/aliases", status_code=200)
@@ -133,7 +138,10 @@ class AdapterPages(Controller):
         """Send a share of the alias's traffic to another version (weight 0 ends the canary)."""
         raw = {"version": number(form, "version"), "weight": number(form, "weight") or 0}
         data = convert({k: v for k, v in raw.items() if v is not None}, CanarySet)
-        await aliases.set_canary(adapter, alias, data.version, data.weight, editor.actor)
+        analysis = await _analysis_asked(aliases, adapter, alias, "analyse" in form)
+        await aliases.set_canary(
+            adapter, alias, data.version, data.weight, editor.actor, analysis=analysis
+        )
         return await _card(db_session, adapter)
 
     @post(VERSION + "/archive", status_code=200)
@@ -196,3 +204,14 @@ class AdapterPages(Controller):
 async def _card(session: AsyncSession, adapter: Adapter, status: int = 200) -> Template:
     context = await card_context(session, adapter)
     return Template("console/_adapter.html", context=context, status_code=status)
+
+
+async def _analysis_asked(
+    aliases: AliasService, adapter: Adapter, alias: str, switched_on: bool
+) -> CanaryPolicy | Keep | None:
+    """The canary form's switch: on keeps the alias's analysis policy (the defaults where it
+    has none, docs/design.md), off leaves the canary to a person."""
+    if not switched_on:
+        return None
+    current = (await aliases.named(adapter, alias)).canary_policy
+    return KEEP if current else canary_policy(CanaryAnalysisIn())

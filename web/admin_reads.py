@@ -118,3 +118,13 @@ async def version_labels(session: AsyncSession, version_ids: list[str]) -> dict[
 def engine_slots(snapshot: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
     """The placement map's engines by name: slots used, requests running and queued."""
     return {str(e["name"]): e for e in (snapshot or {}).get("engines", [])}
+
+
+def waiting_adapters(snapshot: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """Every engine's adapters waiting for a load or a GPU slot, longest waiting first."""
+    rows = [
+        {**row, "engine": engine["name"]}
+        for engine in (snapshot or {}).get("engines", [])
+        for row in engine.get("waiting", [])
+    ]
+    return sorted(rows, key=lambda row: -float(row["waiting_s"]))

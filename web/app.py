@@ -31,15 +31,16 @@ from litestar.template.config import TemplateConfig
 from loraplex.adapters.errors import AdapterRejected, StoreError
 from loraplex.auth import access
 from loraplex.errors import LoraplexError
-from loraplex.settings import DEV_SECRET_KEY, Settings
+from loraplex.settings import Settings
 from loraplex.web.account import AccountController
 from loraplex.web.adapter_page import AdapterPage
 from loraplex.web.adapters import AdapterPages
 from loraplex.web.admin import AdminController
 from loraplex.web.console import ConsoleController
 from loraplex.web.engines import EnginePages
+from loraplex.web.evals import EvalPages
 from loraplex.web.finetunes import FineTuneController
-from loraplex.web.forms import provide_form
+from loraplex.web.forms import install_form_parser, provide_form
 from loraplex.web.login import LoginController
 from loraplex.web.plans import PlanPages
 from loraplex.web.session import (
@@ -49,6 +50,8 @@ from loraplex.web.session import (
     provide_viewer,
     session_config,
 )
+from loraplex.web.spend import SpendPages
+from loraplex.web.sso import SsoController
 
 HERE = Path(__file__).parent
 # Front-end libraries come from npm (`make install` runs `npm ci` in web/), never the repo.
@@ -64,24 +67,22 @@ def template_config() -> TemplateConfig[JinjaTemplateEngine]:
 
 def web_router(settings: Settings) -> Router:
     """Sign-in, the tenant console and the admin UI, with their session and CSRF middleware."""
-    if settings.secret_key == DEV_SECRET_KEY and not settings.is_embedded:
-        log.warning(
-            "LORAPLEX_SECRET_KEY is the development default: anyone who reads this source can "
-            "forge console sessions; set a long random value"
-        )
+    install_form_parser()  # bounded and uncached (web/forms.py): the forms come from anyone
     csrf = CSRFConfig(
         secret=hashlib.sha256(b"csrf:" + settings.secret_key.encode()).hexdigest(),
         cookie_samesite="strict",
-        cookie_secure=settings.secure_cookies,
+        cookie_secure=settings.cookies_secure,
     )
     pages = Router(
         path="/",
         route_handlers=[
             AccountController,
             ConsoleController,
+            SpendPages,
             AdapterPages,
             AdapterPage,
             FineTuneController,
+            EvalPages,
             AdminController,
             PlanPages,
             EnginePages,
@@ -97,6 +98,7 @@ def web_router(settings: Settings) -> Router:
         path="/",
         route_handlers=[
             LoginController,
+            SsoController,
             pages,
             create_static_files_router(
                 path="/static", directories=[HERE / "static", VENDOR], opt=access.SESSION

@@ -7,6 +7,7 @@ audit entries — the actor is `user:<email>`).
 
 from __future__ import annotations
 
+import re
 from typing import Any
 from uuid import UUID
 
@@ -80,7 +81,7 @@ class ConsoleController(Controller):
     ) -> Response[bytes]:
         """The last `days` (1 to 31) of usage per UTC day and model id, as CSV (for billing
         and spreadsheets; `GET /api/v1/usage` has the same as JSON)."""
-        if not days.isdigit() or not 1 <= int(days) <= MAX_CSV_DAYS:
+        if not re.fullmatch(r"[0-9]{1,3}", days) or not 1 <= int(days) <= MAX_CSV_DAYS:
             raise InvalidInput(
                 f"days must be a whole number from 1 to {MAX_CSV_DAYS}", param="days"
             )
@@ -122,7 +123,7 @@ class ConsoleController(Controller):
         data = convert(
             {"name": form.get("name", "").strip(), "scopes": form.getall("scopes", [])}, KeyCreate
         )
-        created = await keys.create_tenant_key(tenant_id, data, editor.actor)
+        created = await keys.create_tenant_key(tenant_id, data, editor.actor, editor.user_id)
         return await _keys(db_session, tenant_id, created=created, status=201)
 
     @post("/keys/{key_id:uuid}/revoke", status_code=200)
@@ -267,7 +268,8 @@ async def _users(
     saved: str = "",
 ) -> Template:
     users = await reads.users(session, tenant_id)
+    providers = await reads.sign_in_providers(session, tenant_id)
     roles = [UserRole.TENANT_ADMIN, UserRole.TENANT_MEMBER]
     name = "console/users.html" if page else "console/_users.html"
-    context = {"users": users, "roles": roles, "saved": saved}
+    context = {"users": users, "providers": providers, "roles": roles, "saved": saved}
     return Template(name, context=context, status_code=status)

@@ -3,7 +3,9 @@
 The same service as `/api/v1/engines`: a registered engine is probed by this replica's health
 poller at once and takes requests once it answers; other replicas pick it up from the
 database on their next sync. The page's table polls `/admin/engines/live`, so slots, queues
-and in-flight counts move without a reload.
+and in-flight counts move without a reload; below it, the adapters waiting on an engine (for
+a load or a GPU slot) and the busiest adapters' TTFT and loads, from this process's placement
+(serving/live/adapter_figures.py: per-adapter figures are kept here, not as metric labels).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from loraplex.api.deps import services_of
 from loraplex.control.engines.schemas import EngineCreate
 from loraplex.control.engines.service import EngineService
 from loraplex.db.models import EngineKind
+from loraplex.serving.probes.store import failing_probes
 from loraplex.web import admin_reads, reads
 from loraplex.web.forms import convert, number
 from loraplex.web.session import Viewer
@@ -29,6 +32,7 @@ SIZES = ("max_lora_rank", "gpu_slots", "host_slots")
 PAGE = "admin/engines.html"
 CARD = "admin/_engines.html"  # what the register and remove forms swap in
 TABLE = "admin/_engines_live.html"  # what the page polls
+BUSIEST_ADAPTERS = 20  # the adapters table lists this many, most requests first
 
 
 class EnginePages(Controller):
@@ -97,9 +101,16 @@ async def _engines(
     engines = await EngineService(session=session).list_engines(services_of(request.app).registry)
     placement = services_of(request.app).placement
     snapshot = placement.snapshot() if placement is not None else None
+    busiest = placement.figures.busiest(BUSIEST_ADAPTERS) if placement is not None else []
+    waiting = admin_reads.waiting_adapters(snapshot)
+    shown = [f.version_id for f in busiest] + [w["version_id"] for w in waiting]
     context = {
         "engines": engines,
         "slots": admin_reads.engine_slots(snapshot),
+        "busiest": busiest,
+        "waiting": waiting,
+        "labels": await admin_reads.version_labels(session, shown),
+        "probes": await failing_probes(session),
         "kinds": [kind.value for kind in EngineKind],
         "base_models": await reads.base_model_names(session) if template == PAGE else [],
         "saved": saved,

@@ -16,15 +16,17 @@ from litestar.response import Template
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from loraplex.adapters.store import ObjectStore
-from loraplex.api.multipart import save_multipart, upload_workdir
 from loraplex.control.adapters.aliases import AliasService
 from loraplex.control.adapters.service import AdapterService
-from loraplex.errors import Conflict, InvalidInput
+from loraplex.cpu_pool import CpuPool
+from loraplex.errors import Conflict
 from loraplex.finetune.files import PURPOSE, FileService
 from loraplex.finetune.ids import FILE, JOB, public
+from loraplex.finetune.permissions import TENANT_ADMIN
 from loraplex.finetune.queue import JobQueue
 from loraplex.finetune.schemas import JobCreate
 from loraplex.finetune.service import JobService
+from loraplex.finetune.uploads import upload_jsonl_file
 from loraplex.settings import Settings
 from loraplex.web import finetune_reads, reads
 from loraplex.web.console import provide_tenant_id
@@ -64,20 +66,14 @@ class FineTuneController(Controller):
         db_session: AsyncSession,
         store: ObjectStore,
         settings: Settings,
+        cpu_pool: CpuPool,
     ) -> Response[Any]:
         """A JSONL training file, validated as `/v1/files` validates it; then the page again."""
-        with upload_workdir(settings.data_dir) as workdir:
-            files, _ = await save_multipart(request, workdir, settings.max_training_file_bytes)
-            if len(files) != 1 or not files[0].stat().st_size:
-                raise InvalidInput("choose one JSONL file", param="file")
-            await FileService(db_session, store).upload(
-                tenant_id,
-                PURPOSE,
-                files[0],
-                files[0].name,
-                settings.max_training_file_bytes,
-                editor.actor,
-            )
+        files = FileService(db_session, store, cpu_pool)
+        await upload_jsonl_file(
+            request, files, settings, tenant_id, editor.actor,
+            purpose=PURPOSE, refusal="choose one JSONL file", refuse_empty=True,
+        )  # fmt: skip
         return Response(b"", status_code=201, headers={"HX-Refresh": "true"})
 
     @post("/files/{file_id:str}/delete", status_code=200)
@@ -118,7 +114,9 @@ class FineTuneController(Controller):
             "hyperparameters": hyper,
         }
         data = convert({k: v for k, v in fields.items() if v is not None}, JobCreate)
-        job = await JobService(db_session).create(tenant_id, data, editor.actor, job_queue)
+        job = await JobService(db_session).create(
+            tenant_id, data, editor.actor, job_queue, rights=TENANT_ADMIN
+        )
         where = f"/console/fine-tunes/{public(JOB, job.id)}"
         return Response(b"", status_code=201, headers={"HX-Redirect": where})
 

@@ -35,13 +35,16 @@ from loraplex.db.models import (
     AuditEntry,
     BaseModel,
     DatasetFile,
+    ExternalIdentity,
     FineTuneJob,
     Plan,
+    Spend,
     Tenant,
     TenantStatus,
     User,
     VersionStatus,
 )
+from loraplex.db.models.keys import EVAL_USAGE
 from loraplex.finetune.ids import FILE, public
 from loraplex.web.charts import BarChart, Meter, bar_chart
 
@@ -55,6 +58,16 @@ async def users(session: AsyncSession, tenant_id: UUID) -> list[User]:
         select(User).where(User.tenant_id == tenant_id).order_by(User.email)
     )
     return list(rows.all())
+
+
+async def sign_in_providers(session: AsyncSession, tenant_id: UUID) -> dict[UUID, str]:
+    """The identity provider each of the tenant's single sign-on users signs in with."""
+    rows = await session.execute(
+        select(ExternalIdentity.user_id, ExternalIdentity.provider)
+        .join(User, User.id == ExternalIdentity.user_id)
+        .where(User.tenant_id == tenant_id)
+    )
+    return {user_id: provider for user_id, provider in rows.all()}
 
 
 async def base_model_names(session: AsyncSession) -> list[str]:
@@ -101,6 +114,7 @@ class Overview:
     tokens_24h: int
     errors_24h: int
     by_model: list[ModelUsage]  # most tokens first
+    eval_tokens_today: int = 0  # of "Tokens today": eval runs' (from spend, kind "eval")
 
 
 @dataclass(frozen=True)
@@ -152,7 +166,19 @@ async def overview(session: AsyncSession, tenant_id: UUID, now: datetime | None 
         tokens_24h=report.totals.total_tokens,
         errors_24h=report.totals.errors,
         by_model=_by_model(report),
+        eval_tokens_today=await _eval_tokens(session, tenant_id, day_start),
     )
+
+
+async def _eval_tokens(session: AsyncSession, tenant_id: UUID, day_start: datetime) -> int:
+    """Tokens of the tenant's eval runs since `day_start` (UTC): usage rows have no kind,
+    spend rows do."""
+    tokens = await session.scalar(
+        select(func.sum(Spend.prompt_tokens + Spend.completion_tokens)).where(
+            Spend.tenant_id == tenant_id, Spend.day >= day_start, Spend.kind == EVAL_USAGE
+        )
+    )
+    return int(tokens or 0)
 
 
 def _by_model(report: UsageReportOut) -> list[ModelUsage]:

@@ -4,32 +4,33 @@ A browser session holds the user's id and a stamp of their password hash and ses
 (in Litestar's encrypted session cookie); every request reloads the user, so a deactivated
 user or a changed role takes effect at once, and a changed password or "sign out everywhere"
 ends every other session of the user.
-Sign-in attempts are limited per email and per client address (`limits`, in Redis when the
-platform has one, so the limit holds across API replicas).
+Sign-in attempts are limited per (email, client address) and per client address
+(`sign_in_throttle`); passwords are checked off the event loop (`loraplex.auth.passwords`).
+A session begun through an identity provider (`web/sso.py`) also keeps its refresh token and
+when the provider last vouched for the user; once that is `oidc_recheck_s` old, the next
+request renews it with the provider (`SsoService.renew`), and a user the provider no longer
+knows, or whose groups give no role, is signed out and deactivated there and then.
 """
 
 from __future__ import annotations
 
-import functools
 import hashlib
-import secrets
 from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
-from limits import RateLimitItemPerMinute
-from limits.aio.storage import MemoryStorage, RedisStorage, Storage
-from limits.aio.strategies import MovingWindowRateLimiter
 from litestar import Request
 from litestar.middleware.session.client_side import (
     ClientSideSessionBackend,
     CookieBackendConfig,
 )
-from redis.asyncio import Redis
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from loraplex.control.users.service import hash_password, verify_password
+from loraplex.api.deps import services_of
+from loraplex.auth.passwords import password_matches
+from loraplex.auth.sso.service import AccessEnded, SsoSession
+from loraplex.cpu_pool import CpuPool
 from loraplex.db.models import Tenant, TenantStatus, User, UserRole
 from loraplex.errors import Forbidden, LoraplexError
 from loraplex.settings import Settings
@@ -37,6 +38,8 @@ from loraplex.settings import Settings
 SESSION_USER = "uid"
 SESSION_HOME = "home"  # where `/` leads once signed in
 SESSION_STAMP = "pw"  # session_stamp(user) when the session began
+SESSION_SSO = "sso"  # SsoSession.to_dict() when signed in through an identity provider
+SESSION_NOTICE = "notice"  # why a session ended, shown once by the sign-in page
 
 
 class SignInRequired(LoraplexError):
@@ -98,17 +101,19 @@ def session_config(settings: Settings) -> CookieBackendConfig:
         max_age=8 * 3600,
         httponly=True,
         samesite="lax",
-        secure=settings.secure_cookies,
+        secure=settings.cookies_secure,
     )
 
 
-async def sign_in(session: AsyncSession, email: str, password: str) -> User | None:
-    """The user with this email and password, if active; None otherwise."""
+async def sign_in(
+    session: AsyncSession, email: str, password: str, pool: CpuPool | None = None
+) -> User | None:
+    """The user with this email and password, if active; None otherwise. The password is
+    checked in `pool`'s worker (else a thread), and as slowly for an unknown email
+    (`password_matches`)."""
     user = await session.scalar(select(User).where(User.email == email.strip().lower()))
-    if user is None or not user.password_hash:
-        verify_password(_dummy_hash(), password)  # as slow as a wrong password
-        return None
-    if not user.is_active or not verify_password(user.password_hash, password):
+    matches = await password_matches(user.password_hash if user else None, password, pool)
+    if user is None or not user.is_active or not matches:
         return None
     return user
 
@@ -121,17 +126,21 @@ def session_stamp(user: User) -> str:
     return hashlib.sha256(seed.encode()).hexdigest()[:16]
 
 
-def start_session(request: Request[Any, Any, Any], user: User) -> Viewer:
-    """A new session for `user` in this request's cookie (a fresh one: no earlier state kept)."""
+def start_session(
+    request: Request[Any, Any, Any], user: User, sso: SsoSession | None = None
+) -> Viewer:
+    """A new session for `user` in this request's cookie (a fresh one: no earlier state kept);
+    `sso` when the user signed in through an identity provider."""
     viewer = _viewer(user)
     request.clear_session()
-    request.set_session(
-        {
-            SESSION_USER: str(user.id),
-            SESSION_HOME: viewer.home,
-            SESSION_STAMP: session_stamp(user),
-        }
-    )
+    data: dict[str, Any] = {
+        SESSION_USER: str(user.id),
+        SESSION_HOME: viewer.home,
+        SESSION_STAMP: session_stamp(user),
+    }
+    if sso is not None:
+        data[SESSION_SSO] = sso.to_dict()
+    request.set_session(data)
     return viewer
 
 
@@ -145,6 +154,8 @@ async def provide_viewer(request: Request[Any, Any, Any], db_session: AsyncSessi
     if request.session.get(SESSION_STAMP) != session_stamp(user):
         request.clear_session()
         raise SignInRequired("this session was ended: sign in again")
+    if SESSION_SSO in request.session:
+        await _renew_sso(request, user, db_session)
     if user.tenant_id is not None:  # as the tenant's keys are, its users are shut out too
         tenant = await db_session.get(Tenant, user.tenant_id)
         if tenant is None or tenant.status != TenantStatus.ACTIVE:
@@ -153,6 +164,19 @@ async def provide_viewer(request: Request[Any, Any, Any], db_session: AsyncSessi
     viewer = _viewer(user)
     request.state.viewer = viewer  # the page header shows who is signed in
     return viewer
+
+
+async def _renew_sso(request: Request[Any, Any, Any], user: User, db_session: AsyncSession) -> None:
+    """Ask the user's identity provider again when the session's last check is due."""
+    current = SsoSession.from_dict(request.session[SESSION_SSO])
+    try:
+        renewed = await services_of(request.app).sso.renew(db_session, user, current)
+    except AccessEnded as exc:
+        request.clear_session()
+        request.set_session({SESSION_NOTICE: exc.detail})
+        raise SignInRequired(exc.detail) from exc
+    if renewed is not current:
+        request.set_session({**request.session, SESSION_SSO: renewed.to_dict()})
 
 
 def provide_editor(viewer: Viewer) -> Viewer:
@@ -170,38 +194,5 @@ def provide_operator(viewer: Viewer) -> Viewer:
     return viewer
 
 
-@functools.cache
-def _dummy_hash() -> str:
-    return hash_password(secrets.token_hex(16))
-
-
 def _viewer(user: User) -> Viewer:
     return Viewer(user.id, user.email, user.name, UserRole(user.role), user.tenant_id)
-
-
-class SignInThrottle:
-    """At most `per_minute` sign-in attempts per email, and ten times that per client address
-    (one address may be a whole office behind NAT; one email is one account under attack)."""
-
-    def __init__(self, per_minute: int, redis: Redis | None = None):
-        storage: Storage = MemoryStorage()
-        if redis is not None:  # counts shared by every replica, on the process's own pool
-            storage = RedisStorage(
-                "async+redis://",
-                implementation="redispy",
-                key_prefix="loraplex:login",
-                connection_pool=redis.connection_pool,
-            )
-        self._limiter = MovingWindowRateLimiter(storage)
-        self._per_email = RateLimitItemPerMinute(per_minute)
-        self._per_address = RateLimitItemPerMinute(10 * per_minute)
-
-    async def allow_request(self, request: Request[Any, Any, Any], email: str) -> bool:
-        """Count one password attempt for `email` from the request's client address."""
-        return await self.allow(email, request.client.host if request.client else "unknown")
-
-    async def allow(self, email: str, address: str) -> bool:
-        """Count one attempt; False when either the email or the address is over the limit."""
-        by_email = await self._limiter.hit(self._per_email, "email", email.strip().lower())
-        by_address = await self._limiter.hit(self._per_address, "address", address)
-        return by_email and by_address

@@ -56,7 +56,8 @@ def broker(settings: Settings) -> tuple[str, dict[str, Any]]:
     """The broker URL and its transport options for these settings."""
     url = settings.broker_url or settings.redis_url
     if url:
-        return url, {}
+        prefix = settings.broker_key_prefix
+        return url, ({"global_keyprefix": prefix} if prefix else {})
     folder = filesystem_broker_dir(settings.data_dir)
     return "filesystem://", {
         "data_folder_in": str(folder),

@@ -25,7 +25,8 @@ async def register_result(
     store: ObjectStore,
     settings: Settings,
 ) -> tuple[str, UUID]:
-    """Validate and store the output as the next version of adapter `<suffix>`; move the alias.
+    """Validate and store the output as the next version of adapter `<suffix>`; move the alias
+    (unless the job is gated: its eval decides).
 
     Returns the `fine_tuned_model` string (`"<adapter>@v<N>"`) and the version id. The same
     validator as uploads runs here: a trainer bug cannot ship an adapter engines refuse.
@@ -50,6 +51,6 @@ async def register_result(
     version = await VersionService(session=session).add_from_folder(
         adapter, adapter_dir, store, settings, actor, source=VersionSource.FINE_TUNE, job_id=job.id
     )
-    if job.alias:
+    if job.alias and not job.eval_gate:  # a gated job's alias moves after its eval (eval_gate.py)
         await AliasService(session=session).point(adapter, job.alias, version.number, actor)
     return f"{adapter.name}@v{version.number}", version.id

@@ -14,6 +14,7 @@ from sqlalchemy import select
 
 from loraplex.db.models import FineTuneCheckpoint, FineTuneJob, JobStatus
 from loraplex.finetune.transitions import add_event, fail, set_status
+from loraplex.workers.job_spend import settle_ended
 from loraplex.workers.task import TaskContext
 
 
@@ -30,16 +31,18 @@ async def reap_jobs(context: TaskContext, now: datetime | None = None) -> int:
                 )
             )
         ).scalars()
+        failed = []
         for job in list(stuck):
             if job.attempts >= settings.job_max_attempts:
-                await fail(
+                if await fail(
                     session,
                     job.id,
                     (JobStatus.RUNNING,),
                     code="worker_lost",
                     message=f"the worker stopped {job.attempts} times",
                     event="Worker lost too many times; job failed",
-                )
+                ):
+                    failed.append(job.id)
             elif await set_status(session, job.id, (JobStatus.RUNNING,), JobStatus.QUEUED):
                 step = await session.scalar(
                     select(FineTuneCheckpoint.step)
@@ -57,6 +60,8 @@ async def reap_jobs(context: TaskContext, now: datetime | None = None) -> int:
                 await session.commit()  # the training worker must find the job queued
                 context.queue.train(job.id)
         await session.commit()
+    for job_id in failed:  # charged the steps its last heartbeat reported
+        await settle_ended(settings, context.sessions, job_id)
     return requeued
 
 

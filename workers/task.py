@@ -92,7 +92,8 @@ def worker_task(
                 process.settings, process.sessions, process.store, JobQueue(task.app)
             )
             attempt = task.request.retries + 1
-            log.info("%s%s started (try %d of %d)", name.value, args, attempt, retries + 1)
+            shown = args[:1]  # the job's id: a later argument may be a sealed secret
+            log.info("%s%s started (try %d of %d)", name.value, shown, attempt, retries + 1)
             started = time.monotonic()
             try:
                 process.run(body(context, *args))
@@ -101,16 +102,16 @@ def worker_task(
                 timed_out = isinstance(exc, SoftTimeLimitExceeded)
                 if attempt <= retries and not timed_out:
                     TASK_RUNS.labels(name.value, "retried").inc()
-                    log.warning("%s%s failed, retrying: %r", name.value, args, exc)
+                    log.warning("%s%s failed, retrying: %r", name.value, shown, exc)
                     raise task.retry(exc=exc, countdown=backoff_s(task.request.retries)) from exc
                 TASK_RUNS.labels(name.value, "failed").inc()
-                log.exception("%s%s failed after %d tries", name.value, args, attempt)
+                log.exception("%s%s failed after %d tries", name.value, shown, attempt)
                 if on_give_up is not None:
                     _give_up(process.run, on_give_up(context, exc, *args), name)
                 raise
             TASK_SECONDS.labels(name.value).observe(time.monotonic() - started)
             TASK_RUNS.labels(name.value, "succeeded").inc()
-            log.info("%s%s done in %.1fs", name.value, args, time.monotonic() - started)
+            log.info("%s%s done in %.1fs", name.value, shown, time.monotonic() - started)
 
         return run
 

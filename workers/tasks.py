@@ -13,7 +13,8 @@ from uuid import UUID
 from loraplex.db.models import JobStatus
 from loraplex.finetune.queue import TaskName
 from loraplex.finetune.transitions import fail
-from loraplex.workers import reaper, training_run, validation
+from loraplex.workers import adapter_import, eval_run, reaper, training_run, validation
+from loraplex.workers.job_spend import settle_ended
 from loraplex.workers.task import GiveUp, TaskContext, worker_task
 
 
@@ -31,6 +32,7 @@ def fail_job_from(status: JobStatus, code: str, what: str) -> GiveUp:
                 event=f"{what}: {exc}",
             )
             await session.commit()
+        await settle_ended(context.settings, context.sessions, UUID(job_id))
 
     return give_up
 
@@ -64,11 +66,41 @@ async def train(context: TaskContext, job_id: str) -> None:
 
 @worker_task(TaskName.REAP_JOBS, time_limit_s=120)
 async def reap(context: TaskContext) -> None:
-    """Requeue or fail running jobs whose worker stopped sending heartbeats."""
+    """Requeue or fail running jobs whose worker stopped sending heartbeats; fail imports
+    whose worker is gone."""
     await reaper.reap_jobs(context)
+    await adapter_import.reap_imports(context)
 
 
 @worker_task(TaskName.REAP_ADAPTER_OBJECTS, time_limit_s=1800)
 async def reap_adapter_objects(context: TaskContext) -> None:
     """Fail dead uploads and delete object-store files no version owns."""
     await reaper.reap_adapter_objects(context)
+
+
+async def fail_import(context: TaskContext, exc: BaseException, import_id: str, *_: str) -> None:
+    """The give-up step of an import: the job fails without the internal error's text."""
+    async with context.sessions() as session:
+        await adapter_import.fail(
+            session, UUID(import_id), "import_failed", "the import could not run; try again"
+        )
+        await session.commit()
+
+
+@worker_task(TaskName.IMPORT_ADAPTER, time_limit_s=3600, on_give_up=fail_import)
+async def import_adapter(context: TaskContext, import_id: str, sealed_source: str) -> None:
+    """Fetch an adapter from its source and store it as a version (or fail the job)."""
+    await adapter_import.run_import(context, UUID(import_id), sealed_source)
+
+
+async def fail_eval_run(context: TaskContext, exc: BaseException, run_id: str) -> None:
+    """The give-up step of an eval run (its worker hit the time limit): the run fails."""
+    async with context.sessions() as session:
+        await eval_run.fail(session, UUID(run_id), "run_failed", "the run ran past its time limit")
+        await session.commit()
+
+
+@worker_task(TaskName.RUN_EVAL, time_limit_s=eval_run.RUN_TIME_LIMIT_S, on_give_up=fail_eval_run)
+async def run_eval(context: TaskContext, run_id: str) -> None:
+    """Generate and grade a queued eval run (a duplicate delivery does nothing)."""
+    await eval_run.run_eval(context, UUID(run_id))

@@ -26,7 +26,14 @@ from loraplex.finetune.schemas import AUTO, CHECKPOINT_EVERY
 from loraplex.finetune.transitions import add_event, claim, heartbeat, set_status
 from loraplex.gateway.usage import SqlUsageWriter, UsageRecorder
 from loraplex.settings import Settings
+from loraplex.workers.checkpoint_store import (
+    checkpoint_prefix,
+    folder_bytes,
+    record_and_prune,
+    storage_allows,
+)
 from loraplex.workers.finish import register_result
+from loraplex.workers.job_spend import settle_ended
 from loraplex.workers.task import TaskContext
 
 log = logging.getLogger("loraplex.workers")
@@ -197,26 +204,22 @@ class TrainingRun:
             self._call(self._event(message, kind="metrics", data=dict(self.progress)))
 
     def _on_checkpoint(self, folder: Path, step: int) -> None:
-        """Called by the trainer's thread with a checkpoint folder: upload it, then record it."""
-        prefix = f"checkpoints/{self.job_id}/{step:08d}/"
+        """Called by the trainer's thread with a checkpoint folder: if the tenant's storage
+        has room, upload it, record it and prune the job's older checkpoints."""
+        size = folder_bytes(folder)
+        if not self._call(storage_allows(self.sessions, self.job_id, step, size)):
+            return
+        prefix = checkpoint_prefix(self.job_id, step)
         files = {}
         for path in sorted(p for p in folder.rglob("*") if p.is_file()):
             rel = path.relative_to(folder).as_posix()
             files[rel] = self.store.put_file(prefix + rel, path).sha256
-        self._call(self._record_checkpoint(step, prefix, files))
-
-    async def _record_checkpoint(self, step: int, prefix: str, files: dict[str, str]) -> None:
-        async with self.sessions() as session:
-            session.add(
-                FineTuneCheckpoint(
-                    job_id=self.job_id,
-                    step=step,
-                    storage_key=prefix,
-                    metrics={"files": files, **self.progress},
-                )
+        kept = self.settings.job_checkpoints_kept
+        self._call(
+            record_and_prune(
+                self.sessions, self.store, self.job_id, step, files, size, self.progress, kept
             )
-            await add_event(session, self.job_id, f"Checkpoint saved at step {step}")
-            await session.commit()
+        )
 
     async def _beat(self) -> None:
         while True:
@@ -234,6 +237,15 @@ class TrainingRun:
             model, version_id = await register_result(
                 session, job, result.adapter_dir, self.store, self.settings
             )
+            note = "" if result.quantized else f" (trained without 4-bit: {result.fallback_reason})"
+            gated = bool(job.eval_gate)
+            if gated:  # the eval reaches the version through the API: commit it first
+                waits = f"; alias {job.alias} moves only if it passes its eval"
+                await add_event(
+                    session, self.job_id, f"New fine-tuned model created: {model}{note}{waits}"
+                )
+                await session.commit()
+                await self._gate(version_id)
             if await set_status(
                 session,
                 self.job_id,
@@ -244,19 +256,26 @@ class TrainingRun:
                 trained_tokens=result.trained_tokens,
                 finished_at=datetime.now(UTC),
             ):
-                note = (
-                    ""
-                    if result.quantized
-                    else f" (trained without 4-bit: {result.fallback_reason})"
-                )
-                await add_event(
-                    session, self.job_id, f"New fine-tuned model created: {model}{note}"
-                )
+                if not gated:
+                    await add_event(
+                        session, self.job_id, f"New fine-tuned model created: {model}{note}"
+                    )
                 await add_event(session, self.job_id, "The job has successfully completed")
             await session.commit()
+        await settle_ended(self.settings, self.sessions, self.job_id)
         usage = UsageRecorder(SqlUsageWriter(self.sessions))
         usage.record(job.tenant_id, version_id, f"fine-tune:{job.model}", result.trained_tokens, 0)
         await usage.flush()
+
+    async def _gate(self, version_id: UUID) -> None:
+        """Run the job's eval gate; a gate that cannot run leaves the alias where it is."""
+        from loraplex.workers.eval_gate import run_gate
+
+        try:
+            await run_gate(self.settings, self.sessions, self.store, self.job_id, version_id)
+        except Exception:
+            log.exception("the eval gate of job %s could not run", self.job_id)
+            await self._event("The alias stays: the eval gate could not run")
 
     async def _end(
         self, status: JobStatus, message: str, error: dict[str, Any] | None = None
@@ -269,9 +288,11 @@ class TrainingRun:
                 status,
                 error=error,
                 finished_at=datetime.now(UTC),
+                **({"progress": self.progress} if self.progress else {}),  # the steps done
             ):
                 await add_event(session, self.job_id, message, level="error" if error else "info")
             await session.commit()
+        await settle_ended(self.settings, self.sessions, self.job_id)
 
     async def _event(
         self, message: str, *, kind: str = "message", data: dict[str, Any] | None = None
@@ -280,9 +301,9 @@ class TrainingRun:
             await add_event(session, self.job_id, message, kind=kind, data=data)
             await session.commit()
 
-    def _call(self, coroutine: Any) -> None:
+    def _call(self, coroutine: Any) -> Any:
         assert self._loop is not None
-        asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(timeout=60)
+        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(timeout=60)
 
 
 def _load_trainer() -> Any:

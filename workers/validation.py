@@ -19,6 +19,7 @@ from loraplex.db.models import BaseModel, DatasetFile, FineTuneJob, JobStatus
 from loraplex.finetune.datasets import DatasetRejected, validate_jsonl
 from loraplex.finetune.files import CHUNK, MAX_ROWS
 from loraplex.finetune.transitions import add_event, fail, set_status
+from loraplex.workers.job_spend import settle_ended
 from loraplex.workers.task import TaskContext
 
 
@@ -52,6 +53,8 @@ async def validate(context: TaskContext, job_id: UUID) -> None:
                 param="training_file",
                 event=f"Validation failed: {problem}",
             )
+            await session.commit()
+            await settle_ended(context.settings, context.sessions, job_id)
         elif await set_status(session, job_id, (JobStatus.VALIDATING_FILES,), JobStatus.QUEUED):
             await add_event(session, job_id, "Files validated; job queued")
             await session.commit()  # the training worker must find the job queued

@@ -11,7 +11,11 @@ older pod still works on the newer schema — the rule docs/deploy.md asks opera
 It keeps polling while the database is unreachable, empty, or at an older revision, and
 exits 1 after --timeout seconds.
 
-    python /opt/loraplex/wait_for_schema.py [--timeout 900] [--interval 5]
+With --reachable it waits only for the database to answer, whatever its revision: the
+migration Job's and Compose's `migrate` wait before `loraplex db upgrade`, so a database
+that starts slower than the release (a managed instance waking, a restart) is not a failed Job.
+
+    python /opt/loraplex/wait_for_schema.py [--timeout 900] [--interval 5] [--reachable]
 
 The database comes from LORAPLEX_DATABASE_URL, as for every Loraplex process.
 """
@@ -64,12 +68,17 @@ def schema_verdict(current: set[str], expected: set[str], known: set[str]) -> st
     return None
 
 
-def wait(database_url: str, timeout_s: float, interval_s: float) -> int:
-    """Poll the database until its schema is usable; 0 when it is, 1 on timeout."""
-    return asyncio.run(_wait(database_url, timeout_s, interval_s))
+def wait(
+    database_url: str, timeout_s: float, interval_s: float, reachable_only: bool = False
+) -> int:
+    """Poll the database until its schema is usable (or, `reachable_only`, until it
+    answers); 0 when it is, 1 on timeout."""
+    return asyncio.run(_wait(database_url, timeout_s, interval_s, reachable_only))
 
 
-async def _wait(database_url: str, timeout_s: float, interval_s: float) -> int:
+async def _wait(
+    database_url: str, timeout_s: float, interval_s: float, reachable_only: bool
+) -> int:
     expected = expected_heads(database_url)
     known = known_revisions(database_url)
     deadline = time.monotonic() + timeout_s
@@ -77,7 +86,7 @@ async def _wait(database_url: str, timeout_s: float, interval_s: float) -> int:
     while True:
         try:
             current = await current_heads(database_url)
-            verdict = schema_verdict(current, expected, known)
+            verdict = "reachable" if reachable_only else schema_verdict(current, expected, known)
             if verdict is not None:
                 print(f"schema ready ({verdict}): {sorted(current)}", flush=True)
                 return 0
@@ -98,8 +107,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds before giving up")
     parser.add_argument("--interval", type=float, default=5.0, help="seconds between polls")
+    parser.add_argument(
+        "--reachable", action="store_true", help="wait only until the database answers"
+    )
     args = parser.parse_args(argv)
-    return wait(Settings.from_env().database_url, args.timeout, args.interval)
+    return wait(Settings.from_env().database_url, args.timeout, args.interval, args.reachable)
 
 
 if __name__ == "__main__":

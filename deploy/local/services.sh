@@ -33,3 +33,14 @@ fi
 
 pg_up && echo "PostgreSQL: 127.0.0.1:5432" || { echo "PostgreSQL did not start" >&2; exit 1; }
 redis_up && echo "Redis: 127.0.0.1:6379" || { echo "Redis did not start" >&2; exit 1; }
+
+# With REDIS_ACL_PASSWORD set, also (re)make an ACL user, REDIS_ACL_USER (default loraplex),
+# for LORAPLEX_REDIS_URL=redis://loraplex:<password>@127.0.0.1:6379/0. The default user keeps
+# working without a password: the test suite and other tools on this machine use it. The
+# command goes through stdin, so the password is not on a command line `ps` shows.
+if [ -n "${REDIS_ACL_PASSWORD:-}" ]; then
+  user=${REDIS_ACL_USER:-loraplex}
+  printf 'ACL SETUSER %s reset on >%s ~* &* +@all\n' "$user" "$REDIS_ACL_PASSWORD" \
+    | redis-cli -h 127.0.0.1 -p 6379 >/dev/null
+  echo "Redis ACL user: $user (password from REDIS_ACL_PASSWORD)"
+fi

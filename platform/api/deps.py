@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 SERVICE_DEPENDENCIES = (
     "settings",
     "store",
+    "cpu_pool",
     "gateway",
     "tenant_limits",
     "job_queue",
@@ -29,6 +30,7 @@ SERVICE_DEPENDENCIES = (
     "placement",
     "sign_in_throttle",
     "redis",
+    "budgets",
 )
 
 

@@ -3,25 +3,73 @@
 Litestar's own multipart support reads the whole body first; an adapter upload can be
 hundreds of MB, so file parts go through python-multipart's incremental parser straight to
 disk, and the byte cap is enforced as bytes arrive (a lying Content-Length changes nothing).
+
+An upload must also keep moving, or it is refused (408 `upload_too_slow`) and frees its
+upload place (`upload_slots.py`): no byte for `UPLOAD_IDLE_S`, or, once `UPLOAD_GRACE_S` have
+passed, less than `UPLOAD_MIN_RATE` bytes a second on average. Without it a tenant's uploads
+trickling a few bytes a second held their places for as long as the tenant liked. The rate
+is far below any real link (a 512 MB adapter at 16 KiB/s takes 9 hours).
 """
 
 from __future__ import annotations
 
+import asyncio
 import re
 import tempfile
-from collections.abc import Iterator
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
 from litestar import Request
+from litestar.exceptions import InternalServerException
 from python_multipart import MultipartParser
+from python_multipart.exceptions import MultipartParseError
 from python_multipart.multipart import parse_options_header
 
-from loraplex.errors import InvalidInput, PayloadTooLarge
+from loraplex.api.deps import services_of
+from loraplex.errors import ClientGone, InvalidInput, LoraplexError, PayloadTooLarge
 
 SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
 MAX_FIELD_BYTES = 64 * 1024
+# An upload is a few parts (two adapter files, or one archive or training file, and a field
+# or two): each part is a round of the parser's Python callbacks on the event loop.
+MAX_PARTS = 32
+UPLOAD_IDLE_S = 30.0  # no byte for this long: refused
+UPLOAD_GRACE_S = 60.0  # then, on average at least
+UPLOAD_MIN_RATE = 16 * 1024  # bytes a second
+
+
+class UploadTooSlow(LoraplexError):
+    """The upload stalled, or came slower than any real client sends."""
+
+    status_code = 408
+    code = "upload_too_slow"
+
+
+async def moving_chunks(
+    chunks: AsyncIterator[bytes], clock: Callable[[], float] = time.monotonic
+) -> AsyncIterator[bytes]:
+    """`chunks`, refused with UploadTooSlow when they stall or trickle (see the module)."""
+    started, received = clock(), 0
+    while True:
+        try:
+            chunk = await asyncio.wait_for(anext(chunks), UPLOAD_IDLE_S)
+        except StopAsyncIteration:
+            return
+        except TimeoutError:
+            raise UploadTooSlow(
+                f"no byte of the upload came for {UPLOAD_IDLE_S:.0f} s; it was dropped"
+            ) from None
+        received += len(chunk)
+        elapsed = clock() - started
+        if elapsed > UPLOAD_GRACE_S and received < UPLOAD_MIN_RATE * elapsed:
+            raise UploadTooSlow(
+                f"the upload came at {received / elapsed:.0f} bytes/s; at least "
+                f"{UPLOAD_MIN_RATE} bytes/s are needed after the first {UPLOAD_GRACE_S:.0f} s"
+            )
+        yield chunk
 
 
 class _PartWriter:
@@ -32,6 +80,7 @@ class _PartWriter:
         self.files: list[Path] = []
         self.fields: dict[str, str] = {}
         self._written = 0
+        self._parts = 0
         self._header_name = b""
         self._headers: dict[bytes, bytes] = {}
         self._out: IO[bytes] | None = None
@@ -48,6 +97,12 @@ class _PartWriter:
         }
 
     def _begin(self) -> None:
+        self._parts += 1
+        if self._parts > MAX_PARTS:
+            raise InvalidInput(
+                f"the multipart body has more than {MAX_PARTS} parts; an upload needs a few",
+                param="file",
+            )
         self._headers, self._header_name = {}, b""
 
     def _header_field(self, data: bytes, start: int, end: int) -> None:
@@ -107,20 +162,36 @@ async def save_multipart(
     if content_type != b"multipart/form-data" or not boundary:
         raise InvalidInput("send the adapter as multipart/form-data", param="content-type")
     length = request.headers.get("content-length")
-    if length and length.isdigit() and int(length) > max_bytes + MAX_FIELD_BYTES:
+    declared = int(length) if length and length.isascii() and length.isdigit() else 0
+    if declared > max_bytes + MAX_FIELD_BYTES:
         raise PayloadTooLarge(f"upload is larger than the {max_bytes} byte limit")
     writer = _PartWriter(dest, max_bytes)
     parser = MultipartParser(boundary, writer.callbacks())
+    slots = services_of(request.app).upload_slots
     try:
-        async for chunk in request.stream():
-            if chunk:
-                parser.write(chunk)
-        parser.finalize()
+        with slots.hold(_uploader(request)):
+            async for chunk in moving_chunks(request.stream()):
+                if chunk:
+                    parser.write(chunk)
+            parser.finalize()
+    except InternalServerException as exc:  # Litestar's word for a client gone mid-body
+        raise ClientGone("the client closed the connection before the upload ended") from exc
+    except MultipartParseError as exc:
+        raise InvalidInput(
+            "the multipart body is malformed (boundaries or part headers)", param="file"
+        ) from exc
     finally:
         writer.close()
     if not writer.files:
         raise InvalidInput("no file in the upload", param="file")
     return writer.files, writer.fields
+
+
+def _uploader(request: Request[Any, Any, Any]) -> str:
+    """Whose upload this is: the caller's tenant, the tenant in the path, or the address."""
+    tenant = getattr(request.scope.get("user"), "tenant_id", None)
+    tenant = tenant or request.path_params.get("tenant_id")
+    return str(tenant or (request.client.host if request.client else "unknown"))
 
 
 @contextmanager

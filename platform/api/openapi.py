@@ -18,6 +18,9 @@ import msgspec
 from litestar.openapi.config import OpenAPIConfig
 from litestar.openapi.spec import OpenAPI, Operation
 
+from loraplex.api.openapi_links import add_links
+from loraplex.api.schemas import Input
+
 SCHEMAS = "#/components/schemas/"
 JSON = "application/json"
 PROBLEM_JSON = "application/problem+json"
@@ -139,17 +142,20 @@ def documented(
 
 @dataclass
 class LoraplexOpenAPI(OpenAPI):
-    """Litestar's document, plus the documented operations' components and the error bodies."""
+    """Litestar's document, plus the documented operations' components, the error bodies and
+    the links from each created object to the operations that take its id."""
 
     def to_schema(self) -> dict[str, Any]:
         """The document as JSON, completed."""
         document = super().to_schema()
         schemas = document.setdefault("components", {}).setdefault("schemas", {})
         _add_components(schemas, {**ERROR_COMPONENTS, **self._struct_components()})
+        _close_input_schemas(schemas)
         for path, item in document.get("paths", {}).items():
             for method in METHODS:
                 if method in item:
                     _describe_errors(path, item[method]["responses"])
+        add_links(document.get("paths", {}), METHODS)
         return document
 
     def _struct_components(self) -> dict[str, Any]:
@@ -173,6 +179,19 @@ def _add_components(schemas: dict[str, Any], extra: dict[str, Any]) -> None:
         if name in schemas and schemas[name] != schema:
             raise ValueError(f"two different schemas are named {name!r} in the OpenAPI document")
         schemas[name] = schema
+
+
+def _close_input_schemas(schemas: dict[str, Any]) -> None:
+    """Say that request bodies refuse unknown fields, as `Input` does (Litestar's schema for a
+    Struct leaves `additionalProperties` open, so clients and fuzzers sent fields that 400)."""
+    pending = list(Input.__subclasses__())
+    while pending:
+        struct = pending.pop()
+        pending.extend(struct.__subclasses__())
+        component = schemas.get(struct.__name__)
+        closed = struct.__struct_config__.forbid_unknown_fields
+        if closed and component is not None and component.get("title") == struct.__name__:
+            component.setdefault("additionalProperties", False)
 
 
 def _describe_errors(path: str, responses: dict[str, Any]) -> None:

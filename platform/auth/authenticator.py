@@ -19,7 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from loraplex.auth.principal import Principal
 from loraplex.auth.secrets import hash_key, matches, prefix_of
-from loraplex.db.models import ApiKey, Tenant, TenantStatus
+from loraplex.db.models import ApiKey, Tenant, TenantStatus, User
 from loraplex.errors import Forbidden, Unauthenticated
 from loraplex.ttl_cache import TtlCache
 
@@ -59,23 +59,31 @@ class KeyAuthenticator:
         async with self._session_factory() as session:
             row = (
                 await session.execute(
-                    select(ApiKey, Tenant.status)
+                    select(ApiKey, Tenant.status, User.is_active)
                     .outerjoin(Tenant, Tenant.id == ApiKey.tenant_id)
+                    .outerjoin(User, User.id == ApiKey.user_id)
                     .where(ApiKey.prefix == prefix)
                 )
             ).one_or_none()
             if row is None or not matches(presented, row[0].secret_hash):
                 raise Unauthenticated("unknown API key")
-            key, tenant_status = row
+            key, tenant_status, user_active = row
             now = datetime.now(UTC)
             if key.revoked_at is not None:
                 raise Unauthenticated("API key has been revoked")
+            # Removing a user revokes their keys (UserService.remove); a deactivated user's
+            # keys stop working too, without being revoked, until the user is active again.
+            if key.user_id is not None and not user_active:
+                raise Unauthenticated("API key belongs to a user who is no longer active")
             if key.expires_at is not None and key.expires_at <= now:
                 raise Unauthenticated("API key has expired")
             if key.tenant_id is not None and tenant_status != TenantStatus.ACTIVE:
                 raise Forbidden(f"tenant is {tenant_status}", headers={})
             await self._touch(session, key, now)
-            return Principal(key.id, key.prefix, key.tenant_id, frozenset(key.scopes))
+            return Principal(
+                key.id, key.prefix, key.tenant_id, frozenset(key.scopes), user_id=key.user_id,
+                usage_kind=key.usage_kind,
+            )  # fmt: skip
 
     async def _touch(self, session: AsyncSession, key: ApiKey, now: datetime) -> None:
         mono = self._clock()

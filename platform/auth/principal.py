@@ -26,6 +26,10 @@ class Principal:
     key_prefix: str
     tenant_id: UUID | None
     scopes: frozenset[str] = field(default_factory=frozenset)
+    # The user the key was made for (or by): their removal revokes it. None: nobody's.
+    user_id: UUID | None = None
+    # What its tokens are in the tenant's spend: "inference", or "eval" (an eval run's key).
+    usage_kind: str = "inference"
 
     @property
     def is_operator(self) -> bool:

@@ -18,6 +18,10 @@ BENCHMARKS = [
     ("loraplex.bench.structured", "bench_structured"),
     ("loraplex.bench.pages", "bench_pages"),
     ("loraplex.bench.quiet", "bench_quiet"),
+    ("loraplex.bench.base_model_pull", "bench_base_model_pull"),
+    ("loraplex.bench.calibrate", "bench_calibrate"),
+    ("loraplex.bench.overload_model", "bench_overload_model"),
+    ("loraplex.bench.adapters", "bench_adapters"),
 ]
 
 

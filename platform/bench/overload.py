@@ -11,9 +11,10 @@ offer Poisson arrivals, burstier than a closed loop's, so "2x capacity" is twice
 the same kind of load that the engine was seen to sustain. Then an open-loop Poisson load
 at each multiple is offered to two API processes on the same engine: one caps what runs on
 the engine and sheds past it (admission on), one admits everything (off).
-The "on" process runs with the product's defaults: an adaptive cap per engine that finds
-its own level, no `engine_max_in_flight`; the concurrency the capacity search found is only
-reported, never given to it (`--fixed-cap` gives it, for a comparison with the old way).
+The "on" process runs the admission core with the engine profile of `--profile` (by default
+the reference profile of the engine's kind: `LORAPLEX_ADMISSION_PROFILES`); the concurrency
+the capacity search found is only reported, never given to it (`--fixed-cap` gives it as a
+fixed number of places, for a comparison).
 
 Goodput is what it usually means in serving: requests per second that completed *and* met
 the TTFT SLO (2x the unloaded p99), counted over the measurement window: for a closed loop,
@@ -45,6 +46,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from loraplex.bench.api import operator_key
 from loraplex.bench.gateway import KIND_OPTION, _setup
 from loraplex.bench.proc_cpu import cpu_between, cpu_seconds
+from loraplex.bench.scrape import metrics_text
 from loraplex.bench.server import api_process, without_shedding
 from loraplex.bench.steal import CpuTimes, steal_share
 from loraplex.bench.tenants import tenant_key
@@ -299,7 +301,13 @@ async def closed_loop(
 @click.option(
     "--fixed-cap",
     is_flag=True,
-    help="Admission on with a fixed cap at the searched concurrency (the pre-adaptive way).",
+    help="Admission on with fixed places at the searched concurrency, not the profile's.",
+)
+@click.option(
+    "--profile",
+    default="",
+    help="The engine profile admission sizes its places from (name or path; default: "
+    "the reference profile of --kind on CPU).",
 )
 @click.option(
     "--json", "json_path", type=click.Path(path_type=Path), default=Path("var/bench/overload.json")
@@ -311,6 +319,7 @@ def bench_overload(
     seconds: float,
     max_tokens: int,
     fixed_cap: bool,
+    profile: str,
     json_path: Path,
 ) -> None:
     """Goodput and admitted p99 TTFT at 0.5x, 1x, 2x, 4x capacity, admission on vs off."""
@@ -322,7 +331,7 @@ def bench_overload(
         )
     engine = EngineConfig(kind=kind)
     info = start_engine(engine, say=lambda line: click.echo(f"[engine] {line}", err=True))
-    rows = _measure(settings, engine, info, seconds, max_tokens, fixed_cap)
+    rows = _measure(settings, engine, info, seconds, max_tokens, fixed_cap, profile)
     _print(rows)
     _print_targets(rows)
     json_path.parent.mkdir(parents=True, exist_ok=True)
@@ -336,6 +345,7 @@ def _measure(
     seconds: float,
     max_tokens: int,
     fixed_cap: bool,
+    profile: str = "",
 ) -> list[dict]:
     """Capacity, then each load level with admission off and on, then the noisy neighbour."""
     operator = operator_key(settings)
@@ -400,7 +410,8 @@ def _measure(
             settings,
             admission_ttft_budget_s=1e9,
             engine_max_in_flight=streams if fixed_cap else 0,
-            engine_adaptive_cap=not fixed_cap,
+            engine_admission=True,
+            admission_profiles=f"{engine.kind}={profile or f'{engine.kind}-cpu'}",
         )
         with api_process(admission_on.to_env()) as (on_url, on_pid):
             # A process's first requests pay for its cold caches and connections; the "off"
@@ -556,27 +567,18 @@ def _confirmed(
 
 
 def _cap_state(url: str, operator: str, engine_url: str, before: dict | None = None) -> dict:
-    """The in-flight cap the API process at `url` holds for the engine now, how many times
-    it was cut and how many requests it shed since `before` (an earlier state), by reason,
-    and the last cut with its figures."""
+    """The places the API process at `url` gives the engine now (and where they came from),
+    and how many requests it shed since `before` (an earlier state), by reason."""
     ops = {"Authorization": f"Bearer {operator}"}
     rows = httpx.get(f"{url}/api/v1/engines", params={"page_size": 100}, headers=ops).json()
     row = next((r for r in rows["items"] if r["url"] == engine_url and r.get("live")), None)
-    live, engine_id = (row["live"], row["id"]) if row else ({}, "")
-    metrics_text = httpx.get(f"{url}/metrics").text
-    by_reason, shed = _cuts_by_reason(metrics_text, engine_id), _shed_by_reason(metrics_text)
-    since = _since(by_reason, (before or {}).get("cap_cuts_by_reason", {}))
+    admission = ((row or {}).get("live") or {}).get("admission") or {}
+    shed = _shed_by_reason(metrics_text(url))
     return {
-        "cap": live.get("in_flight_cap"),
-        "cap_cuts": round(sum(since.values())),
-        "cap_cuts_since": since,
-        "cap_cuts_by_reason": by_reason,
+        "cap": admission.get("places"),
+        "places_from": admission.get("source"),
         "shed_by_reason": shed,
         "shed_since": _since(shed, (before or {}).get("shed_by_reason", {})),
-        "cap_last_cut": live.get("in_flight_cap_last_cut"),
-        "cap_target_ms": live.get("in_flight_cap_target_ms"),
-        "cap_tail_target_ms": live.get("in_flight_cap_tail_target_ms"),
-        "burst_limit": live.get("prefill_burst_limit"),
     }
 
 
@@ -586,36 +588,24 @@ def _since(now: dict[str, float], before: dict[str, float]) -> dict[str, float]:
 
 
 def _shed_by_reason(metrics_text: str) -> dict[str, float]:
-    """The requests an API process shed for load, over all tenants, by reason: at the
-    engines' cap (`engine_concurrency`) or a heavy tenant's burst (`engine_burst`)."""
+    """The requests an API process shed for load, over all tenants, by reason: no place for
+    a tenant at its share (`engine_busy`) or a wait for one that ran out (`waited_too_long`)."""
     shed: dict[str, float] = {}
     for family in text_string_to_metric_families(metrics_text):
         if family.name != "loraplex_admission_rejections":
             continue
         for sample in family.samples:
             reason = sample.labels.get("reason", "")
-            if sample.name.endswith("_total") and reason.startswith("engine_"):
+            if sample.name.endswith("_total") and reason in ("engine_busy", "waited_too_long"):
                 shed[reason] = shed.get(reason, 0) + sample.value
     return shed
-
-
-def _cuts_by_reason(metrics_text: str, engine_id: str) -> dict[str, float]:
-    """The cuts of one engine's cap an API process counted, by reason, from its Prometheus
-    text."""
-    return {
-        sample.labels["reason"]: sample.value
-        for family in text_string_to_metric_families(metrics_text)
-        if family.name == "loraplex_engine_in_flight_cap_cuts"
-        for sample in family.samples
-        if sample.name.endswith("_total") and sample.labels.get("engine") == engine_id
-    }
 
 
 def _gc_paused(url: str) -> tuple[float, float]:
     """How many collections of its older generations the API process at `url` has made,
     and their seconds in all (its `loraplex_gc_pause_seconds`)."""
     names = ("loraplex_gc_pause_seconds_count", "loraplex_gc_pause_seconds_sum")
-    count, seconds = samples_named(httpx.get(f"{url}/metrics").text, names).values()
+    count, seconds = samples_named(metrics_text(url), names).values()
     return count, seconds
 
 
@@ -713,7 +703,7 @@ def _noisy_neighbour(
             **_row("noisy-neighbour", a_all, slo_ms),
             "tenant": "A (5x quota)",
             "cap": cap,
-            "cap_last_cut": state["cap_last_cut"],
+            "places_from": state["places_from"],
             "requests": a_all.timeline(),
             "refused_requests": a_all.refusals(),
         },
@@ -751,7 +741,7 @@ def _print(rows: list[dict]) -> None:
     click.echo(
         f"{'load':>16} {'admission':>9} {'offered/s':>9} {'goodput/s':>9} {'vs cap':>6} "
         f"{'done/s':>6} {'p50 ms':>6} {'p99 TTFT ms':>11} {'vs unloaded':>11} "
-        f"{'cap':>4} {'cuts':>4} {'api cpu':>7} {'ms/req':>6} {'steal':>5} refused"
+        f"{'places':>6} {'api cpu':>7} {'ms/req':>6} {'steal':>5} refused"
     )
     for r in rows:
         click.echo(
@@ -761,7 +751,7 @@ def _print(rows: list[dict]) -> None:
             f"{r.get('goodput_vs_capacity', float('nan')):6.2f} {r['done']:6.2f} "
             f"{r['p50_ms']:6.0f} {r['p99_ms']:11.0f} "
             f"{r.get('p99_vs_unloaded', r.get('p99_vs_alone', float('nan'))):11.2f} "
-            f"{r.get('cap') or '':>4} {r.get('cap_cuts', ''):>4} "
+            f"{r.get('cap') or '':>6} "
             f"{r.get('api_cpu_cores', float('nan')):7.2f} "
             f"{r.get('api_cpu_ms_per_request', float('nan')):6.1f} "
             f"{r['steal']:5.1%} "
@@ -778,31 +768,18 @@ def _print(rows: list[dict]) -> None:
                 f"garbage collector paused it {r['api_gc_pauses']:.0f} times, "
                 f"{r['api_gc_ms']:.0f} ms in all"
             )
-    for r in rows:  # what the cap held each "on" level to, against the bench's SLO
-        if r.get("admission") == "on" and r.get("cap_target_ms"):
-            tail, burst = r.get("cap_tail_target_ms"), r.get("burst_limit")
-            shed = r.get("shed_since", {})
+    for r in rows:  # why each "on" level shed
+        if r.get("admission") == "on" and (shed := r.get("shed_since")):
             click.echo(
-                f"{r['level']} on: the cap's TTFT target {r['cap_target_ms']:.0f} ms, tail "
-                f"target {f'{tail:.0f} ms' if tail else 'not yet known'}, the SLO "
-                f"{r['slo_ms']:.0f} ms; "
-                + (f"bursts of {burst} for heavy tenants" if burst else "no burst limit learned")
-                + f"; shed {shed.get('engine_concurrency', 0):.0f} at the cap, "
-                f"{shed.get('engine_burst', 0):.0f} for bursts"
+                f"{r['level']} on: {r.get('cap')} places ({r.get('places_from')}); shed "
+                f"{shed.get('engine_busy', 0):.0f} with no place at their share, "
+                f"{shed.get('waited_too_long', 0):.0f} after waiting"
             )
     for r in rows:  # why B alone was shed, where it was
         if r.get("tenant") == "B alone" and (shed := r.get("shed_since")):
             click.echo(
-                f"noisy-neighbour B alone: shed {shed.get('engine_concurrency', 0):.0f} at the "
-                f"cap, {shed.get('engine_burst', 0):.0f} for bursts"
-            )
-    for r in rows:  # why the cap fell, where it was cut
-        if r.get("cap_cuts") or (r.get("cap_last_cut") and "tenant" in r):
-            reasons = ", ".join(f"{n:g} {why}" for why, n in r.get("cap_cuts_since", {}).items())
-            click.echo(
-                f"{r['level']} {r.get('tenant', '')}: "
-                + (f"cuts {reasons}; " if reasons else "")
-                + f"the cap's last cut {r['cap_last_cut']}"
+                f"noisy-neighbour B alone: shed {shed.get('engine_busy', 0):.0f} with no "
+                f"place, {shed.get('waited_too_long', 0):.0f} after waiting"
             )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import secrets
 import socket
 import subprocess
 import sys
@@ -15,6 +16,8 @@ from pathlib import Path
 
 import httpx
 
+from loraplex.auth.deployment_checks import is_placeholder
+from loraplex.bench.scrape import SCRAPE_TOKEN
 from loraplex.settings import Settings
 
 
@@ -25,13 +28,23 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def with_safe_defaults(env: dict[str, str]) -> dict[str, str]:
+    """`env` with what a process of its own needs outside local mode where `env` leaves it
+    unset: a random session secret (placeholders refuse to start) and the benches' scrape
+    token for `/metrics`."""
+    out = dict(env)
+    if is_placeholder(out.get("LORAPLEX_SECRET_KEY", "")):
+        out["LORAPLEX_SECRET_KEY"] = secrets.token_urlsafe(32)
+    if not out.get("LORAPLEX_METRICS_TOKEN"):
+        out["LORAPLEX_METRICS_TOKEN"] = SCRAPE_TOKEN
+    return out
+
+
 def without_shedding(settings: Settings) -> Settings:
-    """`settings` with admission's load shedding off (TTFT estimate and engine cap), for
+    """`settings` with admission's load shedding off (TTFT estimate and engine places), for
     benches that measure what the gateway costs, or the baseline of one that measures
     shedding; tenant quotas still apply."""
-    return replace(
-        settings, admission_ttft_budget_s=1e9, engine_max_in_flight=0, engine_adaptive_cap=False
-    )
+    return replace(settings, admission_ttft_budget_s=1e9, engine_admission=False)
 
 
 @contextmanager
@@ -40,6 +53,7 @@ def api_process(
 ) -> Iterator[tuple[str, int]]:
     """Run the API in a subprocess with `env` added; yield (base URL, pid)."""
     port = port or free_port()
+    env = with_safe_defaults({**os.environ, **env})
     log = tempfile.NamedTemporaryFile(prefix="loraplex-api-", suffix=".log", delete=False)  # noqa: SIM115
     proc = subprocess.Popen(
         [
@@ -54,7 +68,7 @@ def api_process(
             "--workers",
             str(workers),
         ],
-        env={**os.environ, **env},
+        env=env,
         stdout=log,
         stderr=subprocess.STDOUT,  # a pipe nobody reads would block the server once full
     )

@@ -91,6 +91,17 @@ def moto_server() -> Iterator[str]:
         proc.wait(10)
 
 
+def s3_env(endpoint: str, bucket: str) -> dict[str, str]:
+    """The API's environment for an object store at `endpoint` (moto's keys)."""
+    return {
+        "LORAPLEX_OBJECT_STORE": "s3",
+        "LORAPLEX_S3_ENDPOINT_URL": endpoint,
+        "LORAPLEX_S3_BUCKET": bucket,
+        "LORAPLEX_S3_ACCESS_KEY_ID": "bench",
+        "LORAPLEX_S3_SECRET_ACCESS_KEY": "bench",
+    }
+
+
 def peak_rss_mb(pid: int) -> float:
     """The process's peak resident set (VmHWM) in MB."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -175,11 +186,7 @@ def bench_upload(
         bucket = f"bench-{secrets.token_hex(3)}"
         env = {
             **settings.to_env(),
-            "LORAPLEX_OBJECT_STORE": "s3",
-            "LORAPLEX_S3_ENDPOINT_URL": endpoint,
-            "LORAPLEX_S3_BUCKET": bucket,
-            "LORAPLEX_S3_ACCESS_KEY_ID": "bench",
-            "LORAPLEX_S3_SECRET_ACCESS_KEY": "bench",
+            **s3_env(endpoint, bucket),
             "LORAPLEX_MAX_UPLOAD_BYTES": str(2**31),
             "LORAPLEX_DATA_DIR": str(workdir / "api"),
         }

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, fields
 from typing import Any
 
 from loraplex.errors import InvalidInput
@@ -18,13 +19,18 @@ QUOTA_FIELDS: dict[str, str] = {
     "max_choices_per_request": "largest n (choices) a request may ask for",
     "daily_tokens": "tokens per UTC day",
     "max_adapters": "adapters owned",
-    "max_storage_bytes": "bytes of adapter versions stored",
-    "max_rank": "largest LoRA rank of an adapter",
+    "max_storage_bytes": "bytes stored: adapter versions, training files, checkpoints",
+    "max_rank": "largest LoRA rank of an adapter or a fine-tuning job",
     "concurrent_fine_tunes": "fine-tuning jobs queued or running",
+    "max_fine_tune_steps": "most optimizer steps of one fine-tuning job (epochs x rows / batch)",
+    "min_checkpoint_every": "fewest steps between a fine-tuning job's checkpoints",
     "cold_loads_per_minute": "adapter loads from the object store per minute",
     "pinned_adapters": "adapters kept resident on engines",
     "priority": "admission priority class (higher is shed last)",
+    "price_discount_percent": "percent taken off every price (0-100)",
 }
+# Quotas with an upper bound beside being non-negative.
+QUOTA_MAXIMA: dict[str, int] = {"price_discount_percent": 100}
 
 DEFAULT_PLANS: dict[str, dict[str, int]] = {
     "free": {
@@ -39,6 +45,8 @@ DEFAULT_PLANS: dict[str, dict[str, int]] = {
         "max_storage_bytes": 500 * 2**20,
         "max_rank": 16,
         "concurrent_fine_tunes": 1,
+        "max_fine_tune_steps": 2_000,
+        "min_checkpoint_every": 20,
         "cold_loads_per_minute": 10,
         "pinned_adapters": 0,
         "priority": 0,
@@ -55,6 +63,8 @@ DEFAULT_PLANS: dict[str, dict[str, int]] = {
         "max_storage_bytes": 20 * 2**30,
         "max_rank": 64,
         "concurrent_fine_tunes": 4,
+        "max_fine_tune_steps": 50_000,
+        "min_checkpoint_every": 10,
         "cold_loads_per_minute": 60,
         "pinned_adapters": 2,
         "priority": 1,
@@ -71,6 +81,8 @@ DEFAULT_PLANS: dict[str, dict[str, int]] = {
         "max_storage_bytes": 200 * 2**30,
         "max_rank": 128,
         "concurrent_fine_tunes": 16,
+        "max_fine_tune_steps": 500_000,
+        "min_checkpoint_every": 5,
         "cold_loads_per_minute": 600,
         "pinned_adapters": 16,
         "priority": 2,
@@ -88,6 +100,10 @@ def check_limits(limits: Mapping[str, Any], *, param: str = "limits") -> dict[st
             raise InvalidInput(
                 f"quota '{name}' must be a non-negative integer", param=f"{param}.{name}"
             )
+        if value > QUOTA_MAXIMA.get(name, value):
+            raise InvalidInput(
+                f"quota '{name}' is at most {QUOTA_MAXIMA[name]}", param=f"{param}.{name}"
+            )
         checked[name] = value
     return checked
 
@@ -97,3 +113,45 @@ def effective_limits(
 ) -> dict[str, int]:
     """The limits in force for a tenant: the plan's, with overrides taking precedence."""
     return {**plan, **(overrides or {})}
+
+
+@dataclass(frozen=True, slots=True)
+class Quotas(Mapping[str, int]):
+    """A tenant's limits in force, typed: one attribute per quota, None where the plan sets
+    no limit. It is also the mapping of the quotas that are set (name -> value), which is
+    how the Redis limiter reads them by name."""
+
+    requests_per_minute: int | None = None
+    tokens_per_minute: int | None = None
+    concurrent_requests: int | None = None
+    concurrent_streams: int | None = None
+    max_tokens_per_request: int | None = None
+    max_choices_per_request: int | None = None
+    daily_tokens: int | None = None
+    max_adapters: int | None = None
+    max_storage_bytes: int | None = None
+    max_rank: int | None = None
+    concurrent_fine_tunes: int | None = None
+    max_fine_tune_steps: int | None = None
+    min_checkpoint_every: int | None = None
+    cold_loads_per_minute: int | None = None
+    pinned_adapters: int | None = None
+    priority: int | None = None
+    price_discount_percent: int | None = None
+
+    @classmethod
+    def of(cls, limits: Mapping[str, int]) -> Quotas:
+        """The quotas of a limits mapping (plan merged with overrides); other names ignored."""
+        return cls(**{name: int(v) for name, v in limits.items() if name in QUOTA_FIELDS})
+
+    def __getitem__(self, name: str) -> int:
+        value = getattr(self, name, None) if name in QUOTA_FIELDS else None
+        if value is None:
+            raise KeyError(name)
+        return int(value)
+
+    def __iter__(self) -> Iterator[str]:
+        return (f.name for f in fields(self) if getattr(self, f.name) is not None)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)

@@ -20,7 +20,11 @@ def sqlalchemy_config(settings: Settings) -> SQLAlchemyAsyncConfig:
     """Async engine + session config; the session commits when a handler answers 2xx/3xx."""
     engine = EngineConfig(pool_pre_ping=True)
     if settings.database_url.startswith("postgresql"):
-        engine = EngineConfig(pool_pre_ping=True, pool_size=10, max_overflow=20)
+        engine = EngineConfig(
+            pool_pre_ping=True,
+            pool_size=settings.db_pool_size,
+            max_overflow=settings.db_max_overflow,
+        )
     return SQLAlchemyAsyncConfig(
         connection_string=settings.database_url,
         engine_config=engine,

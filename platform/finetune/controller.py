@@ -4,16 +4,15 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-import msgspec
 from litestar import Controller, Request, delete, get, post
 from litestar.params import Parameter
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from loraplex.adapters.store import ObjectStore
-from loraplex.api.multipart import save_multipart, upload_workdir
 from loraplex.auth import access
 from loraplex.auth.principal import Principal, Scope
-from loraplex.errors import Forbidden, InvalidInput
+from loraplex.cpu_pool import CpuPool
+from loraplex.errors import Forbidden
 from loraplex.finetune.files import FileService
 from loraplex.finetune.ids import FILE, public
 from loraplex.finetune.openapi import (
@@ -25,6 +24,7 @@ from loraplex.finetune.openapi import (
     ONE_FILE,
     ONE_JOB,
 )
+from loraplex.finetune.permissions import JobRights
 from loraplex.finetune.queue import JobQueue
 from loraplex.finetune.schemas import (
     JobCreate,
@@ -34,6 +34,10 @@ from loraplex.finetune.schemas import (
     job_object,
 )
 from loraplex.finetune.service import JobService
+from loraplex.finetune.spend import settle_job
+from loraplex.finetune.uploads import upload_jsonl_file
+from loraplex.gateway.admission.budgets import BudgetGuard
+from loraplex.gateway.body_limits import decode_json
 from loraplex.settings import Settings
 
 Limit = Annotated[int, Parameter(ge=1, le=100)]
@@ -69,21 +73,11 @@ class FineTuningController(Controller):
         db_session: AsyncSession,
         store: ObjectStore,
         settings: Settings,
+        cpu_pool: CpuPool,
     ) -> dict[str, Any]:
         """Upload a JSONL training file (purpose `fine-tune`), validated before it is kept."""
-        tenant_id = _tenant(principal)
-        with upload_workdir(settings.data_dir) as workdir:
-            files, fields = await save_multipart(request, workdir, settings.max_training_file_bytes)
-            if len(files) != 1:
-                raise InvalidInput("send exactly one file", param="file")
-            row = await FileService(db_session, store).upload(
-                tenant_id,
-                fields.get("purpose", ""),
-                files[0],
-                files[0].name,
-                settings.max_training_file_bytes,
-                principal.actor,
-            )
+        files = FileService(db_session, store, cpu_pool)
+        row = await upload_jsonl_file(request, files, settings, _tenant(principal), principal.actor)
         return file_object(row)
 
     @get("/v1/files", operation_id="ListFiles", operation_class=FILES, opt=FT)
@@ -130,14 +124,17 @@ class FineTuningController(Controller):
         principal: Principal,
         db_session: AsyncSession,
         job_queue: JobQueue,
+        budgets: BudgetGuard,
     ) -> dict[str, Any]:
         """Create a job; it is validated and trained by the workers."""
-        try:
-            data = msgspec.json.decode(await request.body(), type=JobCreate)
-        except (msgspec.ValidationError, msgspec.DecodeError) as exc:
-            raise InvalidInput(str(exc)) from exc
+        # As /v1 bodies are: containers counted before decoding, which runs with the GC paused
+        # (1 MiB of `{},` as `integrations` decoded to 340k dicts before any check).
+        data = decode_json(await request.body(), JobCreate, lambda _: None)
         jobs = JobService(db_session)
-        job = await jobs.create(_tenant(principal), data, principal.actor, job_queue)
+        job = await jobs.create(
+            _tenant(principal), data, principal.actor, job_queue,
+            rights=JobRights.of_key(principal), budgets=budgets, key_id=principal.key_id,
+        )  # fmt: skip
         return job_object(job, *await jobs.file_ids(job))
 
     @get("/v1/fine_tuning/jobs", operation_id="ListFineTuningJobs", operation_class=JOBS, opt=FT)
@@ -198,9 +195,11 @@ class FineTuningController(Controller):
         status_code=200,
     )
     async def cancel(
-        self, job_id: str, principal: Principal, db_session: AsyncSession
+        self, job_id: str, principal: Principal, db_session: AsyncSession, budgets: BudgetGuard
     ) -> dict[str, Any]:
-        """Cancel a job."""
+        """Cancel a job; one not yet running ends at once, and is charged nothing."""
         jobs = JobService(db_session)
         job = await jobs.cancel(_tenant(principal), job_id, principal.actor)
+        await db_session.commit()
+        await settle_job(budgets.quotas, db_session, job)
         return job_object(job, *await jobs.file_ids(job))

@@ -22,6 +22,10 @@ UTF8_BOM = b"\xef\xbb\xbf"
 # adds (<|im_start|>, the role, a newline, <|im_end|>).
 CHARS_PER_TOKEN = 4
 TOKENS_PER_MESSAGE = 4
+# One row is one conversation that must fit the model's context: 128k tokens is ~512 kB of
+# text, and JSON's escapes can make that ~6x on the wire. A longer line is refused as it
+# arrives, before it is held, decoded (~8x its size in objects) or counted.
+MAX_LINE_BYTES = 4 * 1024 * 1024
 
 TokenCounter = Callable[[list[Message]], int]
 
@@ -44,6 +48,10 @@ class DatasetRejected(ValueError):
         super().__init__(message)
         self.message = message
         self.errors = errors
+
+    def __reduce__(self) -> tuple[type[DatasetRejected], tuple[str, list[LineError]]]:
+        """Pickle by both arguments: files are checked in worker processes (cpu_pool)."""
+        return (type(self), (self.message, self.errors))
 
 
 @dataclass(frozen=True)
@@ -99,11 +107,18 @@ class JsonlValidator:
             self._reject_now(self._line + 1, limit)
         start = 0
         while (end := chunk.find(b"\n", start)) != -1:
-            self._pending += chunk[start:end]
+            self._hold(chunk[start:end])
             self._check_line(bytes(self._pending))
             self._pending.clear()
             start = end + 1
-        self._pending += chunk[start:]
+        self._hold(chunk[start:])
+
+    def _hold(self, part: bytes) -> None:
+        """Add `part` to the line being read, refusing a line longer than any row can be."""
+        if len(self._pending) + len(part) > MAX_LINE_BYTES:
+            limit = f"the line is longer than the {MAX_LINE_BYTES}-byte limit for one row"
+            self._reject_now(self._line + 1, limit)
+        self._pending += part
 
     def finish(self) -> DatasetStats:
         """Check the last line and return the stats; raise DatasetRejected if any line failed."""
@@ -214,6 +229,8 @@ def _parse(raw: bytes) -> object:
         return msgspec.json.decode(text)
     except msgspec.DecodeError as exc:
         raise RowInvalid(f"invalid JSON: {exc}") from None
+    except RecursionError:
+        raise RowInvalid("invalid JSON: nested too deep") from None
 
 
 def _estimate_tokens(conversation: list[Message]) -> int:

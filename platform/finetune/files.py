@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterator
 from pathlib import Path
 from uuid import UUID
 
@@ -11,11 +12,17 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from loraplex.adapters.store import ObjectStore
+from loraplex.control.adapters.versions import stored_bytes
 from loraplex.control.audit.service import record
+from loraplex.control.tenants.service import lock_tenant
+from loraplex.cpu_pool import CpuPool, run_check
 from loraplex.db.models import DatasetFile, FileStatus, FineTuneJob, JobStatus
 from loraplex.errors import Conflict, InvalidInput, NotFound
+from loraplex.evals.checks import EVALS_PURPOSE, check_eval_file
 from loraplex.finetune.datasets import DatasetRejected, DatasetStats, validate_jsonl
 from loraplex.finetune.ids import FILE, parse
+from loraplex.finetune.limits import check_storage
+from loraplex.finetune.quota import plan_limits, refuse
 
 PURPOSE = "fine-tune"
 MAX_ROWS = 100_000
@@ -30,40 +37,54 @@ def detect_method(path: Path) -> str:
 
 
 def check_file(path: Path, method: str, max_bytes: int) -> DatasetStats:
-    """Validate the whole file from disk, chunk by chunk; a 400 lists the bad line numbers."""
+    """Validate the whole file from disk, chunk by chunk; raise DatasetRejected listing the
+    bad lines. Runs in the API's worker processes (loraplex.cpu_pool)."""
 
-    def chunks() -> object:
+    def chunks() -> Iterator[bytes]:
         with path.open("rb") as handle:
             while block := handle.read(CHUNK):
                 yield block
 
-    try:
-        return validate_jsonl(
-            chunks(),
-            purpose_method=method,
-            max_rows=MAX_ROWS,  # type: ignore[arg-type]
-            max_bytes=max_bytes,
-        )
-    except DatasetRejected as exc:
-        lines = "; ".join(str(e) for e in exc.errors[:20])
-        raise InvalidInput(f"{exc}: {lines}" if lines else str(exc), param="file") from exc
+    return validate_jsonl(
+        chunks(),
+        purpose_method=method,  # type: ignore[arg-type]
+        max_rows=MAX_ROWS,
+        max_bytes=max_bytes,
+    )
+
+
+def _as_invalid_input(exc: DatasetRejected) -> InvalidInput:
+    """The 400 a user sees: the problem and the bad line numbers."""
+    lines = "; ".join(str(e) for e in exc.errors[:20])
+    return InvalidInput(f"{exc}: {lines}" if lines else str(exc), param="file")
 
 
 class FileService:
     """A tenant's training files."""
 
-    def __init__(self, session: AsyncSession, store: ObjectStore):
-        self.session, self.store = session, store
+    def __init__(self, session: AsyncSession, store: ObjectStore, cpu: CpuPool | None = None):
+        self.session, self.store, self.cpu = session, store, cpu
 
     async def upload(
         self, tenant_id: UUID, purpose: str, path: Path, filename: str, max_bytes: int, actor: str
     ) -> DatasetFile:
         """Validate, store and register an uploaded JSONL file."""
-        if purpose != PURPOSE:
-            raise InvalidInput(f"purpose must be '{PURPOSE}'", param="purpose")
-        method = detect_method(path)
-        stats = await anyio.to_thread.run_sync(check_file, path, method, max_bytes)
+        if purpose not in (PURPOSE, EVALS_PURPOSE):
+            raise InvalidInput(f"purpose must be '{PURPOSE}' or '{EVALS_PURPOSE}'", param="purpose")
+        await self._check_storage(tenant_id, (await anyio.Path(path).stat()).st_size, actor)
+        if purpose == EVALS_PURPOSE:  # eval items: one {"item": {...}} a line (evals/checks.py)
+            method, stats = "evals", await run_check(self.cpu, check_eval_file, path, max_bytes)
+        else:
+            method = detect_method(path)
+            try:
+                stats = await run_check(self.cpu, check_file, path, method, max_bytes)
+            except DatasetRejected as exc:
+                raise _as_invalid_input(exc) from exc
         sha = await anyio.to_thread.run_sync(_sha256, path)
+        # Counted again under the tenant's row lock, held until this request commits: two
+        # uploads at once could both pass the first count (before their checks) and be kept.
+        await lock_tenant(self.session, tenant_id)
+        await self._check_storage(tenant_id, stats.size_bytes, actor)
         row = DatasetFile(
             tenant_id=tenant_id,
             purpose=purpose,
@@ -89,6 +110,14 @@ class FileService:
             method=method,
         )
         return row
+
+    async def _check_storage(self, tenant_id: UUID, size: int, actor: str) -> None:
+        """Refuse a file that would take the tenant over `max_storage_bytes`, before its check."""
+        limits = await plan_limits(self.session, tenant_id)
+        used = await stored_bytes(self.session, tenant_id)
+        refusal = check_storage(limits, used, size, "training file", "file")
+        if refusal is not None:
+            raise await refuse(self.session, tenant_id, actor, refusal)
 
     async def get(self, tenant_id: UUID, public_id: str) -> DatasetFile:
         """The tenant's file, or 404 (also for another tenant's)."""

@@ -28,6 +28,8 @@ class TaskName(StrEnum):
     TRAIN = "loraplex.finetune.train"
     REAP_JOBS = "loraplex.finetune.reap"
     REAP_ADAPTER_OBJECTS = "loraplex.adapters.reap"
+    IMPORT_ADAPTER = "loraplex.adapters.import"
+    RUN_EVAL = "loraplex.evals.run"
 
 
 # Only training needs a GPU worker; everything else is light and goes to `default`.
@@ -57,5 +59,13 @@ class JobQueue:
         """Queue the training of a validated (or requeued) job."""
         self._send(TaskName.TRAIN, job_id)
 
-    def _send(self, task: TaskName, job_id: UUID) -> None:
-        self.celery.send_task(task.value, args=[str(job_id)], queue=queue_of(task).value)
+    def import_adapter(self, import_id: UUID, sealed_source: str) -> None:
+        """Queue an adapter import; its source (credentials included) travels sealed."""
+        self._send(TaskName.IMPORT_ADAPTER, import_id, sealed_source)
+
+    def run_eval(self, run_id: UUID) -> None:
+        """Queue an eval run (generation through the API, then grading)."""
+        self._send(TaskName.RUN_EVAL, run_id)
+
+    def _send(self, task: TaskName, job_id: UUID, *more: str) -> None:
+        self.celery.send_task(task.value, args=[str(job_id), *more], queue=queue_of(task).value)

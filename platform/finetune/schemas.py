@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 
 from loraplex.db.models import DatasetFile, FineTuneCheckpoint, FineTuneEvent, FineTuneJob
+from loraplex.evals.schemas import EvalGate
 from loraplex.finetune.ids import CHECKPOINT, EVENT, FILE, JOB, public
 
 LoraTarget = Literal["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
@@ -48,15 +49,16 @@ class JobCreate(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     model: str
     training_file: str
     validation_file: str | None = None
-    suffix: Annotated[str, msgspec.Meta(pattern=r"^[a-z0-9][a-z0-9._-]{0,63}$")] | None = None
+    suffix: Annotated[str, msgspec.Meta(pattern=r"^[a-z0-9][a-z0-9._-]{0,63}$(?!\n)")] | None = None
     seed: int | None = None
     hyperparameters: Hyperparameters | None = None
     method: Method | None = None
-    alias: Annotated[str, msgspec.Meta(pattern=r"^[a-z][a-z0-9_-]{0,63}$")] | None = (
+    alias: Annotated[str, msgspec.Meta(pattern=r"^[a-z][a-z0-9_-]{0,63}$(?!\n)")] | None = (
         None  # extension
     )
     integrations: list[dict[str, Any]] | None = None
     metadata: dict[str, str] | None = None
+    eval_gate: EvalGate | None = None  # extension: the alias moves only if the eval passes
 
 
 def file_object(row: DatasetFile) -> dict[str, Any]:
@@ -100,6 +102,7 @@ def job_object(row: FineTuneJob, training_file: str, validation_file: str | None
         "integrations": [],
         "method": {"type": row.method, row.method: {"hyperparameters": {**hyper, **_lora(row)}}},
         "user_provided_suffix": row.suffix,
+        "eval_gate": row.eval_gate,  # extension: the eval the alias move waits on
     }
 
 

@@ -7,12 +7,13 @@
 2. Resolution — `service.py` `Gateway.prepare` asks `resolve.py` what `model` names
    (base model, adapter, alias with its canary draw, or version), counts the prompt
    (`tokens.py`), checks the options (`options.py`) and the token limits.
-3. Admission — `gate.py` `EngineGate.admit`: the tenant's quotas and rate limits in Redis
-   (`admission/service.py` `TenantQuotas`), shedding under overload (`admission/overload.py`
-   `OverloadShedder`) and a place under the engine's adaptive in-flight cap
-   (`admission/engine_cap.py`), shared fairly between tenants (`admission/fair_share.py`).
-   The result is an `AdmittedRequest` holding its `Ticket`; every refusal happens here,
-   before an engine is touched.
+3. Admission — `gate.py` `EngineGate.admit`: a place on the engines, decided by the
+   admission core (`admission/core/`) over each engine's places (`admission/places.py`) and
+   shared fairly between tenants (`admission/fair_share.py`); then the tenant's quotas and
+   rate limits in Redis (`admission/service.py` `TenantQuotas`, with the TTFT estimate's
+   shedding, `admission/overload.py`). The result is an `AdmittedRequest` holding its
+   `AdmissionHandle` (`admission/handle.py`); every refusal happens here, before an engine
+   is touched.
 4. Placement — `Gateway.start` runs `pump.py` as a task of its own; `routing.py`
    `EngineRouter.prepare` asks the live placement (loraplex.serving.live) for an engine
    that has, or can load, the adapter: a `ReadyEngine`.

@@ -15,8 +15,11 @@ logprob lists concatenate.
 from __future__ import annotations
 
 import asyncio
+import time
 from dataclasses import dataclass, field
 from typing import Any
+
+from loraplex.gateway.wait_timer import WaitTimer
 
 ToolCallDelta = dict[str, Any]
 Logprobs = dict[str, Any]
@@ -73,6 +76,12 @@ class StreamBuffer:
     first_token_at: float | None = None  # the engine's first text reached the buffer
     first_relayed_at: float | None = None  # the first text event went to the client
     _wake: asyncio.Event = field(default_factory=asyncio.Event)
+    # The heartbeat (`wait`): its interval, when the wait in progress began, its timer, and
+    # whether it fired.
+    _heartbeat_s: float = 0.0
+    _waiting_since: float | None = None
+    _heartbeat: WaitTimer | None = None
+    _beat: bool = False
 
     @property
     def closed(self) -> bool:
@@ -123,15 +132,42 @@ class StreamBuffer:
             self._wake.set()
 
     async def wait(self, timeout_s: float | None) -> bool:
-        """Wait for something to take; False on timeout (time for a heartbeat)."""
+        """Wait for something to take; False after `timeout_s` of waiting with nothing
+        arriving (time for a heartbeat).
+
+        One timer per stream rather than one per wait (a wait per write, a write per token
+        for a fast reader): a `WaitTimer`.
+        """
         if self._pending or self._finishes_new or self.closed:
             return True
+        if timeout_s is None:
+            await self._wake.wait()
+            return True
+        if self._heartbeat is None:
+            self._heartbeat = WaitTimer(self._wait_ends, self._beat_now, time.monotonic)
+        self._heartbeat_s = timeout_s
+        self._waiting_since = time.monotonic()
+        self._heartbeat.arm()
         try:
-            async with asyncio.timeout(timeout_s):  # no Task per wait, unlike wait_for
-                await self._wake.wait()
-        except TimeoutError:
-            return False
+            await self._wake.wait()
+        finally:
+            self._waiting_since = None
+        if self._beat:
+            self._beat = False
+            if not (self._pending or self._finishes_new or self.closed):
+                self._wake.clear()
+                return False
         return True
+
+    def _wait_ends(self) -> float | None:
+        """When the wait in progress is due its heartbeat (None: no wait in progress)."""
+        if self._waiting_since is None:
+            return None
+        return self._waiting_since + self._heartbeat_s
+
+    def _beat_now(self) -> None:
+        self._beat = True
+        self._wake.set()
 
     def take(self) -> Taken:
         """Everything pending, coalesced per choice, plus the end state once drained."""

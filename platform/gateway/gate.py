@@ -1,377 +1,405 @@
-"""The gateway's admission step: quotas and rate limits in Redis, and overload shedding.
+"""The gateway's admission step: a place on the engines, then the tenant's quotas in Redis.
 
-Before a request touches an engine, the gate checks two load signals and then asks
-`TenantQuotas` to admit it within the tenant's limits:
-- a per-engine in-flight cap (`max_in_flight`) for engines like vLLM on CPU that run every
-  request at once, so TTFT grows with concurrency rather than with a queue;
-- the TTFT estimate from queueing behind `parallelism` batch slots (in flight x measured
-  service time, plus prefill), for engines with a fixed batch (SGLang's slots).
-Lower priority classes are shed first. After the request, the measured service time is fed
-back so the estimate follows the engines' real speed.
+`EngineGate.admit` returns one `AdmissionHandle` per admitted request, which the request
+holds from its start to its end (`async with`): its rate-limit headers, its first token and
+its end all go through it. The decisions (admit now, wait for a place, shed with 503 +
+Retry-After) are the admission core's (`admission.core`): one core per base model over the
+places of the engines serving it (`admission.places`), driven here by the event loop's
+clock, and by the simulator with the same code. Where every engine of the pool has the same
+calibrated profile, the core is told each engine by name and hears, with each first token,
+which engine the request went to: it predicts the TTFT on the engine the router would pick.
+This module only turns the core's decisions into awaits, refusals and metrics.
 
-The cap counts requests from the moment they pass the check (synchronously, before any
-await) until they end: counting only requests already running on an engine let a burst of
-arrivals all pass the check during the awaits in between and overshoot the cap, which is
-what kept admitted TTFT high under 2x load. A request that finds the cap reached waits up
-to `queue_wait_s` for a place and is shed only then, so the engine is not left idle between
-arrivals.
-
-The cap is per engine and adapts by itself (`admission.engine_cap`, a gradient on the
-median TTFT against a target, starting from `parallelism` or the engine's batch slots if
-more); `max_in_flight`, when set, is its ceiling, and without adaptation the fixed cap.
-Places under the cap are shared fairly across tenants (`admission.fair_share`, weighted by
-plan priority and requests-per-minute quota): a freed place goes to the waiting tenant
-furthest below its weighted share, and a tenant below its share goes in past the cap while
-another tenant holds more than its own, so a flood from one tenant never refuses another
-within its quota. A request about to be shed is first checked against its own quota: a
-tenant over it gets its 429, not the engines' 503.
-
-For a tenant the cap has just shed (it offers more than the engines take), the gate also
-limits how many requests wait for their first token on the engines at once (`admission.burst_limit`,
-learned per engine from the bursts seen too slow): the cap does not stop several requests
-that arrive within a few milliseconds while there is room under it, and the engine
-prefills them together, each as slow as the lot. A tenant below its fair share of those
-places still goes in.
+Quotas stay in Redis (`TenantQuotas`), asked only once the core has given a place, so a
+request shed for load spends no quota. A request about to be shed is first checked against
+its own quota: a tenant over it gets its 429, which says more than the engines' 503, and the
+core hears that the tenant offers more than its plan allows (`QuotaRefused`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import math
-import time
-from collections import Counter, defaultdict
-from collections.abc import AsyncIterator, Iterator
+import dataclasses
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
-from loraplex.gateway.admission import OverloadShedder, TenantQuotas, Ticket
-from loraplex.gateway.admission.burst_limit import BurstLimit
-from loraplex.gateway.admission.engine_cap import (
-    DEFAULT_CEILING,
-    WARM_WITHIN_S,
-    AdaptiveCap,
+from loraplex.control.quotas import Quotas
+from loraplex.gateway.admission import OverloadShedder, TenantQuotas
+from loraplex.gateway.admission.core import (
+    OVER_CONCURRENCY,
+    AdmissionCore,
+    Admit,
+    Arrival,
+    CoreConfig,
+    Decision,
+    EngineReport,
+    Event,
+    Finished,
+    FirstToken,
+    PlanLimits,
+    PoolEngine,
+    QuotaRefused,
+    Routed,
+    Shed,
+    Tick,
+    Wait,
 )
+from loraplex.gateway.admission.demand import RankClassDemand
 from loraplex.gateway.admission.errors import Overloaded, RateLimited
-from loraplex.gateway.admission.fair_share import (
-    Claim,
-    fair_shares,
-    may_borrow,
-    neediest,
-    weight_of,
-)
+from loraplex.gateway.admission.handle import AdmissionHandle
+from loraplex.gateway.admission.places import PlaceBook
+from loraplex.gateway.admission.refusals import concurrency_refusal
 from loraplex.gateway.resolve import Target
 from loraplex.gateway.routing import EngineRouter
 from loraplex.observability.metrics import (
+    ADMISSION_IN_FLIGHT,
+    ADMISSION_PLACES,
     ADMISSION_REJECTIONS,
-    ENGINE_BURST_LIMIT,
-    ENGINE_CAP_CUTS,
-    ENGINE_CAP_TAIL_TARGET,
-    ENGINE_CAP_TARGET,
-    ENGINE_IN_FLIGHT_CAP,
+    ADMISSION_WAITING,
     TenantLabeler,
 )
 from loraplex.serving.registry import EngineHandle
 
-# An engine running `cap x share` requests refuses a request of that priority: the lowest
-# class is shed first, the highest may use a little headroom past the cap.
-PRIORITY_SHARE = (0.8, 1.0, 1.2)
-LIGHT_WAIT_S = 0.1  # a tenant below its share waits at least this long for a place
-# A tenant the cap shed this recently offers more than the engines take, and one its own
-# quota refused this recently more than its plan allows: the bursts of either past the
-# engines' burst limits are shed too (beside a light tenant, one sending 5x its quota's
-# rate, refused by its quota and never by the cap, shared its admitted requests' prefills
-# with the light tenant's and made its p99 1.36x alone). A tenant refused by neither is never
-# refused for a burst: its parallel calls on a quiet platform, or its Poisson bursts beside
-# a busy engine (a limit on any engine running half its cap refused a light tenant alone,
-# after a 4x phase had left the cap at 5: docs/admission.md, "Bursts that share a prefill").
-HEAVY_FOR_S = 1.0
+# Without a profile, a tenant below its share waits this long for a place (it is next in
+# line, so one frees within it unless the engine stalls), one at or over its share this long.
+DEFAULT_MAX_WAIT_S = 0.1
+DEFAULT_BUSY_WAIT_S = 0.005
 
 
-def in_flight_allowance(cap: int, priority: int) -> int:
-    """How many requests an engine may have in flight for a request of `priority` to start."""
-    share = PRIORITY_SHARE[min(max(priority, 0), len(PRIORITY_SHARE) - 1)]
-    return max(1, round(cap * share))
+def _default_config() -> CoreConfig:
+    return CoreConfig(max_wait_s=DEFAULT_MAX_WAIT_S, busy_wait_s=DEFAULT_BUSY_WAIT_S)
 
 
-TenantKey = tuple[str, UUID | None]  # (base model, tenant)
+def plan_limits(quotas: Quotas) -> PlanLimits:
+    """What admission's core reads of a tenant's quotas."""
+    return PlanLimits(
+        priority=quotas.priority or 0,
+        requests_per_minute=quotas.requests_per_minute,
+        concurrent_requests=quotas.concurrent_requests,
+    )
 
 
-@dataclass(slots=True)
-class _Entry:
-    """What the gate knew when it let a request in, for the cap to learn from its TTFT."""
+@dataclass(frozen=True, slots=True)
+class PoolView:
+    """One base model's admission as the engines page and the API show it."""
 
-    at: float  # monotonic
-    # nothing else ran for its model when it came, something did just before (it is warm),
-    # and nothing else was admitted before its first token (`_lone`)
-    idle: bool
-    at_cap: bool  # the cap was (nearly) reached
-    prompt_tokens: int  # as estimated at admission
-    tenant: TenantKey
-    peak: int = 1  # the most requests waiting for a first token at once in its wait, itself too
-    learned: bool = False  # its first token was handled: fed to the cap, or dropped if cold
-    cold: bool = False  # nothing had run for its model for `WARM_WITHIN_S`: not a signal
+    base_model: str
+    places: int
+    prefill_places: int | None
+    in_flight: int
+    waiting: int
+    shares: dict[str, float]  # tenant id -> its fair share of the places now
+    slo_ms: float | None  # the TTFT the waits are cut to (None: none known)
+
+
+@dataclass(frozen=True, slots=True)
+class EngineAdmission:
+    """One engine's part in its pool: its own places and where they came from."""
+
+    places: int
+    prefill_places: int | None
+    source: str
+    pool: PoolView
+
+
+@dataclass
+class _Pool:
+    """One base model's core, and the requests of this process waiting on it."""
+
+    base_model: str
+    core: AdmissionCore
+    turns: dict[str, asyncio.Future[Decision]] = field(default_factory=dict)
+    reported: _Sized | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Sized:
+    """What a pool's core is told: places, prefill places and, where it predicts per
+    engine, each engine with its places (in the router's order of ties)."""
+
+    places: int
+    prefill_places: int | None
+    engines: tuple[PoolEngine, ...] = ()
 
 
 class EngineGate:
-    """Admits requests against quotas and load; a gate without quotas admits everything."""
+    """Admits requests for a place on the engines, then within the tenant's quotas; a gate
+    without quotas checks places only."""
 
     def __init__(
         self,
         quotas: TenantQuotas | None,
         shedder: OverloadShedder | None,
         router: EngineRouter,
-        parallelism: int,
-        max_in_flight: int = 0,
+        places: PlaceBook | None = None,
         labeler: TenantLabeler | None = None,
-        queue_wait_s: float = 0.0,
         *,
-        adaptive: bool = False,
-        ttft_slo_s: float = 0.0,
+        busy_wait_s: float = 0.0,  # 0: from the profile (`_sized`)
+        ttft_slo_s: float = 0.0,  # 0: from the profile
     ):
         self.quotas, self.shedder, self.router = quotas, shedder, router
-        self.parallelism, self.max_in_flight = parallelism, max_in_flight
-        self.labeler, self.queue_wait_s = labeler or TenantLabeler(), queue_wait_s
-        self.adaptive, self.ttft_slo_s = adaptive, ttft_slo_s
-        self.caps: dict[str, AdaptiveCap] = {}  # engine id -> its cap (adaptive only)
-        self.bursts: dict[str, BurstLimit] = {}  # engine id -> its burst limit (adaptive only)
-        self._admitted: Counter[str] = Counter()  # per base model: admitted, not yet ended
-        self._running: Counter[TenantKey] = Counter()  # the same, per tenant
-        self._claims: dict[TenantKey, Claim] = {}  # each tenant's weight and bound, by model
-        self._waiters: defaultdict[str, list[_Waiter]] = defaultdict(list)  # arrival order
-        self._entries: dict[str, _Entry] = {}  # request id -> when and how it was let in
-        # base model -> its admitted requests with no first token yet (request id -> entry)
-        self._prefilling: defaultdict[str, dict[str, _Entry]] = defaultdict(dict)
-        # when the cap, or the tenant's own quota, last refused each tenant
-        self._refused_at: dict[TenantKey, float] = {}
-        self._quiet_since: dict[str, float] = {}  # base model -> when its last request ended
-        self._lone: dict[str, _Entry] = {}  # base model -> its last idle request's entry
-        self._probes: dict[str, int] = {}  # engine id -> the number of the probe its cap saw
-        # engine id -> its cap's cuts by reason that the metrics have counted
-        self._counted_cuts: defaultdict[str, Counter[str]] = defaultdict(Counter)
+        self.places = places or PlaceBook()
+        self.labeler = labeler or TenantLabeler()
+        self.busy_wait_s, self.ttft_slo_s = busy_wait_s, ttft_slo_s
+        self.demand = RankClassDemand(router.registry)  # per-rank-class series, for autoscaling
+        self._pools: dict[str, _Pool] = {}
 
-    def shed_if_saturated(self, target: Target, priority: int, tenant_id: UUID) -> None:
-        """503 + Retry-After when every candidate engine is at the in-flight cap for `priority`
-        and the tenant has no fair share left to claim past it."""
-        if not self._saturated(target, priority) or self._may_borrow(target, tenant_id):
-            return
-        if self._raise_a_cap_with_room(target) and not self._saturated(target, priority):
-            return
-        raise Overloaded("1", reason="engine_concurrency")
+    # -- the request's way in -------------------------------------------------------------
 
-    def _raise_a_cap_with_room(self, target: Target) -> bool:
-        """Raise the cap of one of `target`'s engines that has clear room (its median TTFT
-        near idle) by one, rather than shed a request at it; whether one was raised."""
-        for engine in self.router.ordered(target):
-            cap = self.caps.get(engine.id)
-            if cap is not None and cap.raise_for_room():
-                _publish_cap(engine.id, cap, engine)
-                return True
-        return False
-
-    async def wait_for_room(self, target: Target, priority: int, tenant_id: UUID) -> None:
-        """Return once `target` is under the cap for `priority` (or the tenant is below its
-        fair share while another is above), or shed after the tenant's wait.
-
-        A tenant below its fair share waits longer (`_light_wait_s`) than one at or above
-        it (`queue_wait_s`): it gets the next place freed (`_leave`), so it is admitted as
-        soon as one request ends, while the heavy tenant's surplus is shed first. A heavy
-        tenant's wait is short because it is added to the TTFT of what it admits.
-        """
-        waiters = self._waiters[target.base_model]
-        if not waiters and not self._saturated(target, priority):
-            return  # the common case: no fair-share arithmetic on the way in
-        if self._may_borrow(target, tenant_id):
-            return
-        below = self._below_share(target, tenant_id)
-        wait_s = max(self._light_wait_s(target), self.queue_wait_s) if below else self.queue_wait_s
-        if wait_s <= 0:
-            self.shed_if_saturated(target, priority, tenant_id)
-            return
-        deadline = asyncio.get_running_loop().time() + wait_s
-        waiter = _Waiter(tenant_id)
-        while True:
-            waiter.turn = asyncio.get_running_loop().create_future()
-            waiters.append(waiter)
-            try:
-                async with asyncio.timeout_at(deadline):
-                    await waiter.turn
-            except TimeoutError:
-                self.shed_if_saturated(target, priority, tenant_id)
-                return  # room appeared at the last moment
-            finally:
-                if waiter in waiters:
-                    waiters.remove(waiter)
-            if not self._saturated(target, priority) or self._may_borrow(target, tenant_id):
-                return
-
-    def cap_of(self, engine: EngineHandle) -> int:
-        """The in-flight cap of one engine now (0: none)."""
-        if not self.adaptive:
-            return max(0, self.max_in_flight)
-        cap = self.caps.get(engine.id)
-        if cap is None:
-            ceiling = self.max_in_flight if self.max_in_flight > 0 else DEFAULT_CEILING
-            cap = self.caps[engine.id] = AdaptiveCap(
-                seed=max(self.parallelism, engine.gpu_slots), ceiling=ceiling, slo_s=self.ttft_slo_s
-            )
-            self.bursts[engine.id] = BurstLimit()
-            _publish_cap(engine.id, cap, engine)
-        return cap.value
-
-    def _places(self, target: Target, priority: int) -> float:
-        """Places under the caps of `target`'s engines for a request of `priority` (inf: no cap)."""
-        engines = self.router.ordered(target)
-        caps = [self.cap_of(e) for e in engines]
-        if not engines or any(cap <= 0 for cap in caps):
-            return math.inf
-        return sum(in_flight_allowance(cap, priority) for cap in caps)
-
-    def _saturated(self, target: Target, priority: int) -> bool:
-        places = self._places(target, priority)
-        if math.isinf(places):
-            return False
-        engines = self.router.ordered(target)
-        busy = max(self._admitted[target.base_model], sum(e.in_flight for e in engines))
-        return busy >= places
-
-    def _shares(
-        self, model: str, places: float, newcomer: UUID | None, *, joining: bool = True
-    ) -> dict[TenantKey, float]:
-        """Fair shares of `places` among the tenants running or waiting for `model`, and the
-        `newcomer` asking for a place (unless not `joining`: a freed place is handed out)."""
-        active = {key for key in self._running if key[0] == model}
-        active.update((model, w.tenant_id) for w in self._waiters.get(model, ()))
-        if joining:
-            active.add((model, newcomer))
-        return fair_shares(places, {key: self._claims.get(key, Claim(1.0)) for key in active})
-
-    def _may_borrow(self, target: Target, tenant_id: UUID | None) -> bool:
-        """At the cap: whether this tenant is below its fair share while another is above."""
-        places = self._places(target, 1)
-        if math.isinf(places):
-            return False
-        model = target.base_model
-        shares = self._shares(model, places, tenant_id)
-        return may_borrow((model, tenant_id), self._running_for(model), shares)
-
-    def _running_for(self, model: str) -> dict[TenantKey, int]:
-        """Requests running per tenant for `model`."""
-        return {key: n for key, n in self._running.items() if key[0] == model}
-
-    def _below_share(self, target: Target, tenant_id: UUID | None) -> bool:
-        """Whether the tenant runs fewer requests than its fair share of the places."""
-        places = self._places(target, 1)
-        if math.isinf(places):
-            return True
-        model = target.base_model
-        share = self._shares(model, places, tenant_id).get((model, tenant_id), 0.0)
-        return self._running[model, tenant_id] < share
-
-    def _light_wait_s(self, target: Target) -> float:
-        """How long a tenant below its share may wait for a place: half the tightest TTFT
-        target among the engines (the wait is added to its TTFT), at least `LIGHT_WAIT_S`.
-        It is next in line, so a place frees within that unless the engine stalls."""
-        targets = [
-            cap.target_s()
-            for e in self.router.ordered(target)
-            if (cap := self.caps.get(e.id)) is not None
-        ]
-        known = [t for t in targets if t is not None]
-        return max(min(known) / 2, LIGHT_WAIT_S) if known else LIGHT_WAIT_S
-
-    def shed_a_burst(self, target: Target, tenant_id: UUID | None) -> None:
-        """503 + Retry-After for a request that would start its prefill beside as many
-        others as `target`'s engines' burst limits allow, from a heavy tenant (one the cap
-        shed, or its own quota refused, within `HEAVY_FOR_S`), unless that tenant waits for
-        fewer first tokens than its fair share of those places."""
-        model = target.base_model
-        refused_at = self._refused_at.get((model, tenant_id))
-        if refused_at is None or time.monotonic() - refused_at > HEAVY_FOR_S:
-            self._refused_at.pop((model, tenant_id), None)  # no longer heavy: forgotten
-            return  # the engines take what this tenant offers: its bursts share a prefill
-        limit = 0
-        for engine in self.router.ordered(target):
-            burst = self.bursts.get(engine.id)
-            if burst is None or burst.limit is None:
-                return  # an engine with no limit learned takes the burst
-            limit += burst.limit
-        prefilling = self._prefilling[model].values()
-        if len(prefilling) < limit:
-            return
-        tenants = {entry.tenant for entry in prefilling} | {(model, tenant_id)}
-        shares = fair_shares(limit, {t: self._claims.get(t, Claim(1.0)) for t in tenants})
-        own = sum(1 for entry in prefilling if entry.tenant == (model, tenant_id))
-        if own < shares[model, tenant_id]:
-            return  # a light tenant beside a heavy one
-        raise Overloaded("1", reason="engine_burst")
-
-    def _enter(
+    async def admit(
         self,
-        target: Target,
-        tenant_id: UUID | None,
-        limits: dict[str, int],
+        tenant_id: UUID,
+        limits: Quotas,
         request_id: str,
+        *,
+        stream: bool,
+        target: Target,
         prompt_tokens: int,
-    ) -> None:
-        model, now = target.base_model, time.monotonic()
-        places = self._places(target, limits.get("priority", 0))
-        alone = self._admitted[model] == 0
-        # a process that has seen no request end cannot tell: its first is taken as warm
-        cold = alone and now - self._quiet_since.get(model, now) > WARM_WITHIN_S
-        entry = _Entry(
-            now,
-            idle=alone and not cold,
-            at_cap=self._admitted[model] + 1 >= places - len(self.router.ordered(target)),
-            prompt_tokens=prompt_tokens,
-            tenant=(model, tenant_id),
-            cold=cold,
-        )
-        self._entries[request_id] = entry
-        prefilling = self._prefilling[model]
-        prefilling[request_id] = entry
-        for waiting in prefilling.values():
-            waiting.peak = max(waiting.peak, len(prefilling))
-        lone = self._lone.pop(model, None)
-        if lone is not None and not lone.learned:
-            lone.idle = False  # it shares its prefill with this one: no idle reference
-        if entry.idle:
-            self._lone[model] = entry
-        self._admitted[model] += 1
-        self._running[model, tenant_id] += 1
-
-    def _leave(self, target: Target, tenant_id: UUID | None) -> None:
-        """A request ended: its place goes to the waiter of the tenant furthest below its
-        fair share (the oldest such waiter), so a tenant flooding the queue cannot take
-        every place freed while others wait."""
-        model = target.base_model
-        self._admitted[model] -= 1
-        if self._admitted[model] == 0:
-            self._quiet_since[model] = time.monotonic()
-        self._running[model, tenant_id] -= 1
-        if self._running[model, tenant_id] <= 0:
-            del self._running[model, tenant_id]
-        self._drop_claim_if_idle(model, tenant_id)
-        waiters = [w for w in self._waiters.get(model, ()) if not w.turn.done()]
-        if waiters:
-            places = self._places(target, 1)
-            shares = self._shares(
-                model, places if not math.isinf(places) else 1.0, None, joining=False
+        max_tokens: int,
+    ) -> AdmissionHandle:
+        """The request's handle once it has a place and its quotas admit it; otherwise the
+        refusal (429 or 503 with Retry-After) is raised."""
+        pool = self._pool(target)
+        rank_class = self.demand.class_of(target)
+        arrival = Arrival(request_id, str(tenant_id), plan_limits(limits), prompt_tokens, _now())
+        try:
+            with self.demand.waiting(rank_class):
+                if not self.places.off:  # admission off: no place to wait for
+                    await self._place(pool, arrival)
+        except Overloaded as shed:
+            await self._refuse_if_over_quota(
+                pool, tenant_id, limits, stream, prompt_tokens + max_tokens
             )
-            waiting = [(model, w.tenant_id) for w in waiters]
-            tenant = neediest(waiting, self._running_for(model), shares)
-            chosen = next(w for w in waiters if (model, w.tenant_id) == tenant)
-            self._waiters[model].remove(chosen)
-            chosen.turn.set_result(None)
+            ADMISSION_REJECTIONS.labels(shed.reason, self.labeler(tenant_id)).inc()
+            self.demand.shed(rank_class, shed.reason)
+            raise
+        handle = AdmissionHandle(self, pool.base_model, request_id, rank_class)
+        self.demand.entered(rank_class)  # in flight until the handle ends
+        if self.quotas is None:
+            self.demand.admitted(rank_class)
+            return handle
+        try:
+            with self._heard_if_over_quota(pool, tenant_id):
+                handle.ticket = await self.quotas.admit(
+                    tenant_id,
+                    limits,
+                    request_id=request_id,
+                    stream=stream,
+                    estimated_tokens=prompt_tokens + max_tokens,
+                    estimated_ttft_s=self.estimate_ttft_s(target, prompt_tokens),
+                )
+        except BaseException as refused:
+            handle.free_place()
+            if isinstance(refused, Overloaded):  # the TTFT estimate's shedding
+                self.demand.shed(rank_class, refused.reason)
+                # over its own quota, the tenant hears that (429) rather than the 503
+                tokens = prompt_tokens + max_tokens
+                await self._refuse_if_over_quota(pool, tenant_id, limits, stream, tokens)
+            raise
+        self.demand.admitted(rank_class)
+        return handle
 
-    def _drop_claim_if_idle(self, model: str, tenant_id: UUID | None) -> None:
-        """A tenant with nothing running or waiting claims no share."""
-        if self._running.get((model, tenant_id)):
+    async def _place(self, pool: _Pool, arrival: Arrival) -> None:
+        """Return once the core admits `arrival`; raise `Overloaded` if it sheds it."""
+        mine = self._decide(pool, arrival, arrival.request_id)
+        if mine is None:
+            turn = pool.turns[arrival.request_id] = asyncio.get_running_loop().create_future()
+            try:
+                mine = await turn
+            except asyncio.CancelledError:
+                pool.turns.pop(arrival.request_id, None)
+                self._handle(pool, Finished(arrival.request_id, _now()))  # if let in meanwhile
+                raise
+        if isinstance(mine, Shed) and mine.reason == OVER_CONCURRENCY:
+            raise self._over_concurrency(arrival)
+        if isinstance(mine, Shed):
+            raise Overloaded(f"{max(1, round(mine.retry_after_s))}", reason=mine.reason)
+
+    def _over_concurrency(self, arrival: Arrival) -> RateLimited:
+        """The quota's 429 for a tenant already running all its plan allows here: its
+        leases may not all be in Redis yet, so the quota itself could not be asked."""
+        held = arrival.limits.concurrent_requests or 0
+        if self.quotas is not None:
+            return self.quotas.over_concurrency(arrival.tenant, held)
+        return concurrency_refusal(held, lambda reason, tenant: None, arrival.tenant)
+
+    def _decide(self, pool: _Pool, event: Event, request_id: str) -> Decision | None:
+        """Apply `event`; the decision about `request_id` if one was made now (a Wait is
+        none: the request hears on its turn)."""
+        found: Decision | None = None
+        for decision in self._handle(pool, event, keep=request_id):
+            found = decision
+        return found
+
+    def _handle(self, pool: _Pool, event: Event, keep: str = "") -> list[Decision]:
+        """Feed the core one event and carry out its decisions: wake the requests it admits
+        or sheds, set a timer for each wait. Decisions about `keep` are returned instead."""
+        kept: list[Decision] = []
+        for decision in pool.core.handle(event):
+            if isinstance(decision, Wait):
+                if decision.request_id != keep:
+                    continue  # already waiting: its timer is set
+                asyncio.get_running_loop().call_at(decision.until, self._tick, pool)
+                continue
+            if decision.request_id == keep:
+                kept.append(decision)
+                continue
+            turn = pool.turns.pop(decision.request_id, None)
+            if turn is not None and not turn.done():
+                turn.set_result(decision)
+            elif isinstance(decision, Admit):  # its request is gone: the place goes back
+                self._handle(pool, Finished(decision.request_id, _now()))
+        self._publish(pool)
+        return kept
+
+    def _tick(self, pool: _Pool) -> None:
+        self._handle(pool, Tick(_now()))
+
+    async def _refuse_if_over_quota(
+        self, pool: _Pool, tenant_id: UUID, limits: Quotas, stream: bool, tokens: int
+    ) -> None:
+        """A tenant over its own quota gets the 429 rather than the engines' 503."""
+        if self.quotas is None:
             return
-        if not any(w.tenant_id == tenant_id for w in self._waiters.get(model, ())):
-            self._claims.pop((model, tenant_id), None)
+        with self._heard_if_over_quota(pool, tenant_id):
+            await self.quotas.refuse_if_over_quota(
+                tenant_id, limits, stream=stream, estimated_tokens=tokens
+            )
+
+    @contextlib.contextmanager
+    def _heard_if_over_quota(self, pool: _Pool, tenant_id: UUID) -> Iterator[None]:
+        """Tell the core when a tenant's own quota refuses it: it offers more than its plan
+        allows, and its surplus is shed first."""
+        try:
+            yield
+        except RateLimited:
+            self._handle(pool, QuotaRefused(str(tenant_id), _now()))
+            raise
+
+    # -- the request's way through (called by its handle) ---------------------------------
+
+    def first_token(
+        self,
+        base_model: str,
+        request_id: str,
+        rank_class: str,
+        ttft_s: float,
+        engine_id: str | None = None,
+    ) -> None:
+        """The request's first token came (from `engine_id`, when known: the core moves the
+        request there if it expected another engine)."""
+        pool = self._pools[base_model]
+        if engine_id is not None:
+            self._handle(pool, Routed(request_id, engine_id, _now()))
+        self._handle(pool, FirstToken(request_id, _now()))
+        slo = pool.core.config.ttft_slo_s
+        self.demand.first_token(rank_class, ttft_s, slo if slo > 0 else None)
+
+    def finished(self, base_model: str, request_id: str, rank_class: str) -> None:
+        self._handle(self._pools[base_model], Finished(request_id, _now()))
+        self.demand.ended(rank_class)
+
+    def observe(
+        self, engine_id: str | None, service_s: float, prompt_tokens: int, ttft_s: float | None
+    ) -> None:
+        """A finished request's timings, for the TTFT estimate of `TenantQuotas`' shedding."""
+        if engine_id is not None and self.shedder is not None:
+            self.shedder.observe(
+                engine_id, service_s=service_s, prompt_tokens=prompt_tokens, prefill_s=ttft_s or 0.0
+            )
+
+    # -- pools ----------------------------------------------------------------------------
+
+    def _pool(self, target: Target) -> _Pool:
+        """The pool of `target`'s base model, told the places of the engines serving it now."""
+        pool = self._pools.get(target.base_model)
+        if pool is None:
+            core = AdmissionCore(CoreConfig())
+            pool = self._pools[target.base_model] = _Pool(target.base_model, core)
+        engines = self.router.ordered(target)
+        if not engines:
+            return pool
+        sized, config = self._sized(self._in_router_order(target, engines))
+        if sized != pool.reported or config != pool.core.config:
+            pool.reported, pool.core.config = sized, config
+            running = sum(e.engine_load.running for e in engines if e.engine_load)
+            waiting = sum(e.engine_load.waiting for e in engines if e.engine_load)
+            report = EngineReport(
+                sized.places,
+                _now(),
+                sized.prefill_places,
+                int(running),
+                int(waiting),
+                sized.engines,
+            )
+            self._handle(pool, report)
+        return pool
+
+    def _in_router_order(self, target: Target, engines: list[EngineHandle]) -> list[EngineHandle]:
+        """`engines` in the order the router breaks ties in (the registry's)."""
+        order = {e.id: i for i, e in enumerate(self.router.registry.candidates(target.base_model))}
+        return sorted(engines, key=lambda e: order.get(e.id, len(order)))
+
+    def _sized(self, engines: list[EngineHandle]) -> tuple[_Sized, CoreConfig]:
+        """What the core of a pool of `engines` is told, and its bounds. Engines that all
+        have the same profile's TTFT model are told each with what it holds, and the model
+        paces each (a lone engine is told whole, as one engine of its places); otherwise the
+        engines' places add up, paced by their prefill places. The settings' SLO and wait,
+        when set, override the profile's."""
+        each = [self.places.of(e) for e in engines]
+        paced = {p.paced_config for p in each}
+        config = next(iter(paced))
+        if len(paced) == 1 and config is not None:
+            named = tuple(
+                PoolEngine(e.id, p.holds, e.max_lora_rank)
+                for e, p in zip(engines, each, strict=True)
+            )
+            sized = _Sized(sum(p.holds for p in each), None, named if len(named) > 1 else ())
+        else:
+            places = sum(p.places for p in each)
+            known = [p.prefill_places for p in each]
+            sized = _Sized(places, None if None in known else sum(p or 0 for p in known))
+            profiled = [p.config for p in each if p.config is not None]
+            config = profiled[0] if len(profiled) == len(each) else _default_config()
+        changes: dict[str, float] = {}
+        if self.ttft_slo_s > 0:
+            changes["ttft_slo_s"] = self.ttft_slo_s
+        if self.busy_wait_s > 0:
+            changes["busy_wait_s"] = self.busy_wait_s
+        return sized, dataclasses.replace(config, **changes)
+
+    def _publish(self, pool: _Pool) -> None:
+        model = pool.base_model
+        ADMISSION_PLACES.labels(model).set(pool.core.places)
+        ADMISSION_IN_FLIGHT.labels(model).set(pool.core.in_flight)
+        ADMISSION_WAITING.labels(model).set(pool.core.waiting())
+
+    def pool_view(self, base_model: str) -> PoolView | None:
+        """What admission holds for `base_model` in this process (None: no request yet)."""
+        pool = self._pools.get(base_model)
+        if pool is None:
+            return None
+        slo = pool.core.config.ttft_slo_s
+        return PoolView(
+            base_model,
+            pool.core.places,
+            pool.core.prefill_places,
+            pool.core.in_flight,
+            pool.core.waiting(),
+            dict(pool.core.shares()),
+            round(slo * 1000, 1) if slo > 0 else None,
+        )
+
+    def engine_view(self, engine: EngineHandle) -> EngineAdmission | None:
+        """One engine's places and its pool (None: its base model has had no request here)."""
+        pool = self.pool_view(engine.base_model)
+        if pool is None:
+            return None
+        places = self.places.of(engine)
+        return EngineAdmission(places.places, places.prefill_places, places.source, pool)
 
     def estimate_ttft_s(self, target: Target, prompt_tokens: int) -> float | None:
         """The TTFT a new request for `target` would see now, from the engines' load."""
@@ -380,229 +408,19 @@ class EngineGate:
         engines = self.router.ordered(target)
         if not engines:
             return None
+        parallelism = self.places.parallelism
         loads = [
-            self.shedder.load(e.id, in_flight=e.in_flight, queued=0, parallelism=self.parallelism)
+            self.shedder.load(e.id, in_flight=e.in_flight, queued=0, parallelism=parallelism)
             for e in engines
         ]
         return self.shedder.estimate_s(loads, prompt_tokens)
 
-    async def admit(
-        self,
-        tenant_id: UUID,
-        limits: dict[str, int],
-        request_id: str,
-        *,
-        stream: bool,
-        target: Target,
-        prompt_tokens: int,
-        max_tokens: int,
-    ) -> Ticket | None:
-        """A ticket for the request, or the refusal (429/503 with Retry-After) raised."""
-        bound = limits.get("concurrent_requests")  # its share counts from its first wait
-        weight = weight_of(limits.get("priority", 0), limits.get("requests_per_minute"))
-        self._claims[target.base_model, tenant_id] = Claim(
-            weight, float(bound) if bound else math.inf
-        )
-        try:
-            await self.wait_for_room(target, limits.get("priority", 0), tenant_id)
-            self.shed_a_burst(target, tenant_id)
-        except Overloaded as shed:
-            if shed.reason == "engine_concurrency":
-                self._refused_at[target.base_model, tenant_id] = time.monotonic()
-            self._drop_claim_if_idle(target.base_model, tenant_id)
-            if self.quotas is not None:  # over its own quota: a 429 says more than a 503
-                with self._heavy_if_over_quota(target, tenant_id):
-                    await self.quotas.refuse_if_over_quota(
-                        tenant_id,
-                        limits,
-                        stream=stream,
-                        estimated_tokens=prompt_tokens + max_tokens,
-                    )
-            ADMISSION_REJECTIONS.labels(shed.reason, self.labeler(tenant_id)).inc()
-            raise
-        self._enter(target, tenant_id, limits, request_id, prompt_tokens)  # `hold` gives it back
-        if self.quotas is None:
-            return None
-        try:
-            with self._heavy_if_over_quota(target, tenant_id):
-                return await self.quotas.admit(
-                    tenant_id,
-                    limits,
-                    request_id=request_id,
-                    stream=stream,
-                    estimated_tokens=prompt_tokens + max_tokens,
-                    estimated_ttft_s=self.estimate_ttft_s(target, prompt_tokens),
-                )
-        except BaseException:
-            self._forget(request_id)
-            self._leave(target, tenant_id)
-            raise
 
-    @contextlib.contextmanager
-    def _heavy_if_over_quota(self, target: Target, tenant_id: UUID | None) -> Iterator[None]:
-        """A tenant its own quota refuses offers more than its plan allows: heavy, for
-        `shed_a_burst`, as one the cap sheds."""
-        try:
-            yield
-        except RateLimited:
-            self._refused_at[target.base_model, tenant_id] = time.monotonic()
-            raise
-
-    @contextlib.asynccontextmanager
-    async def hold(
-        self, ticket: Ticket | None, target: Target, tenant_id: UUID | None = None
-    ) -> AsyncIterator[None]:
-        """Run an admitted request: keep its leases alive, and release them and its place
-        under the engine cap when it ends.
-
-        The place under the cap is given back first, as soon as the body ends: the engine is
-        done with the request, and the next waiter should not also wait for the Redis calls
-        that settle this one's tokens and leases.
-        """
-        left = False
-
-        def leave() -> None:
-            nonlocal left
-            if not left:
-                left = True
-                self._leave(target, tenant_id)
-
-        try:
-            if ticket is None or self.quotas is None:
-                yield
-                return
-            async with self.quotas.hold(ticket):
-                try:
-                    yield
-                finally:
-                    leave()
-        finally:
-            leave()
-
-    def observe(
-        self,
-        engine_id: str | None,
-        service_s: float,
-        prompt_tokens: int,
-        ttft_s: float | None,
-        request_id: str = "",
-    ) -> None:
-        """Feed a finished request's timings back into the load estimate and the engine's cap."""
-        entry = self._forget(request_id)
-        if engine_id is None:
-            return
-        if self.shedder is not None:
-            self.shedder.observe(
-                engine_id, service_s=service_s, prompt_tokens=prompt_tokens, prefill_s=ttft_s or 0.0
-            )
-        cap = self.caps.get(engine_id)
-        if cap is None:
-            return
-        now, cuts = time.monotonic(), cap.cuts
-        if ttft_s is not None and entry is not None and not entry.learned:
-            entry.prompt_tokens = prompt_tokens
-            self._learn(engine_id, cap, entry, ttft_s, now)
-        self._after_learning(engine_id, cap, cuts, now)
-
-    def first_token(self, engine_id: str, ttft_s: float, request_id: str) -> None:
-        """A request's first token is in: its engine's cap learns from the TTFT now, not when
-        the stream ends (`observe`). A 32-token stream on the CPU engine ran ~1 s, in which
-        2x load admitted another ~16 requests under a cap that had not heard yet."""
-        entry, cap = self._entries.get(request_id), self.caps.get(engine_id)
-        if entry is not None:
-            self._prefilling[entry.tenant[0]].pop(request_id, None)
-        if entry is None or cap is None or entry.learned:
-            return
-        now, cuts = time.monotonic(), cap.cuts
-        self._learn(engine_id, cap, entry, ttft_s, now)
-        self._after_learning(engine_id, cap, cuts, now)
-
-    def _forget(self, request_id: str) -> _Entry | None:
-        """A request ended (or was never let in): it waits for no first token any more."""
-        entry = self._entries.pop(request_id, None)
-        if entry is not None:
-            self._prefilling[entry.tenant[0]].pop(request_id, None)
-        return entry
-
-    def _learn(
-        self, engine_id: str, cap: AdaptiveCap, entry: _Entry, ttft_s: float, now: float
-    ) -> None:
-        """Feed a first token to the cap and its burst limit, once; not one of a request
-        that found the engine cold (`WARM_WITHIN_S`): it is neither the idle reference nor
-        a sign of load."""
-        entry.learned = True
-        if entry.cold:
-            return
-        burst = self.bursts.get(engine_id)
-        if burst is not None:  # judged on the tail target before this token may move it
-            burst.on_first_token(
-                over_tail=cap.over_tail(ttft_s, entry.prompt_tokens), peak=entry.peak
-            )
-        cap.on_first_token(
-            ttft_s,
-            admitted_at=entry.at,
-            idle=entry.idle,
-            at_cap=entry.at_cap,
-            now=now,
-            prompt_tokens=entry.prompt_tokens,
-        )
-
-    def _after_learning(self, engine_id: str, cap: AdaptiveCap, cuts: int, now: float) -> None:
-        """The engine's own queue, if probed since, goes to its cap too; a cut since `cuts`
-        is shown, and the cap published."""
-        engine = self.router.registry.get(engine_id)
-        if engine is not None:
-            load, probe = engine.engine_load, engine.engine_load_probes
-            if load is not None and probe != self._probes.get(engine_id):
-                self._probes[engine_id] = probe
-                cap.on_engine_load(load.waiting, load.running, now, probe=probe)
-            if cap.cuts != cuts and cap.last_cut is not None:
-                _show_cut(engine, cap, self._counted_cuts[engine_id])
-        _publish_cap(engine_id, cap, engine)
-        burst = self.bursts.get(engine_id)
-        if burst is not None and burst.limit is not None:
-            ENGINE_BURST_LIMIT.labels(engine_id).set(burst.limit)
-            if engine is not None:
-                engine.burst_limit = burst.limit
+def _now() -> float:
+    """The event loop's clock (monotonic), which the core's times and the wait timers share."""
+    return asyncio.get_running_loop().time()
 
 
-def _publish_cap(engine_id: str, cap: AdaptiveCap, engine: EngineHandle | None) -> None:
-    """Put an engine's cap and its TTFT target where the engines page (its handle, when
-    registered here) and the metrics read them."""
-    target, tail = cap.target_s(), cap.tail_target_s()
-    if engine is not None:
-        engine.in_flight_cap = cap.value
-        engine.cap_target_ms = None if target is None else round(target * 1000, 1)
-        engine.cap_tail_target_ms = None if tail is None else round(tail * 1000, 1)
-    ENGINE_IN_FLIGHT_CAP.labels(engine_id).set(cap.value)
-    if target is not None:
-        ENGINE_CAP_TARGET.labels(engine_id).set(target)
-    if tail is not None:
-        ENGINE_CAP_TAIL_TARGET.labels(engine_id).set(tail)
-
-
-def _show_cut(engine: EngineHandle, cap: AdaptiveCap, counted: Counter[str]) -> None:
-    """Put the cap's latest cut where the engines page and the API show it, and count the
-    cuts not yet `counted` under each one's reason in the metrics (a first token and a
-    probe of the engine's queue may cut for two reasons at one look)."""
-    assert cap.last_cut is not None
-    engine.cap_cuts = cap.cuts
-    engine.cap_last_cut = f"{cap.last_cut.before:g} -> {cap.last_cut.after:g}: {cap.last_cut.why}"
-    engine.cap_last_cut_at = datetime.now(UTC)
-    for reason, cuts in cap.cuts_by_reason.items():
-        if cuts > counted[reason]:
-            ENGINE_CAP_CUTS.labels(engine.id, reason).inc(cuts - counted[reason])
-            counted[reason] = cuts
-
-
-@dataclass(eq=False)  # compared by identity: a tenant may have several waiters
-class _Waiter:
-    """A request waiting for a place under the engine cap."""
-
-    tenant_id: UUID | None
-    turn: asyncio.Future[None] = field(init=False)
-
-
-def headers_of(ticket: Any) -> dict[str, str]:
-    """The `x-ratelimit-*` headers of an admitted request (none without a ticket)."""
-    return dict(ticket.headers) if ticket is not None else {}
+def headers_of(handle: Any) -> dict[str, str]:
+    """The `x-ratelimit-*` headers of an admitted request (none without quotas)."""
+    return handle.headers if handle is not None else {}

@@ -4,6 +4,7 @@ answer as JSON or an SSE stream."""
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -14,12 +15,13 @@ from litestar.di import Provide
 from litestar.response import Response, Stream
 
 from loraplex.auth.principal import Principal
-from loraplex.errors import Forbidden, InvalidInput, NotFound
+from loraplex.errors import Forbidden, InvalidInput
 from loraplex.gateway.gate import headers_of
 from loraplex.gateway.limits import TenantLimits
 from loraplex.gateway.schemas import Kind, decode_body
 from loraplex.gateway.service import Gateway
 
+EVENT_ID = re.compile(r"[0-9]{1,18}")  # a stream's event count never nears 10**18
 SSE_HEADERS = {"cache-control": "no-cache", "x-accel-buffering": "no"}
 
 
@@ -30,6 +32,20 @@ def tenant_of(principal: Principal) -> UUID:
             "inference runs as a tenant: use a tenant API key with the 'inference' scope"
         )
     return principal.tenant_id
+
+
+def key_of(request: Request[Any, Any, Any]) -> UUID | None:
+    """The API key the request came with (its budgets apply); None for a console session
+    without one."""
+    user = request.scope.get("user")
+    return user.key_id if isinstance(user, Principal) else None
+
+
+def usage_kind_of(request: Request[Any, Any, Any]) -> str:
+    """What the request's tokens are in the tenant's spend: its key's kind ("eval" for an
+    eval run's key), "inference" without a key."""
+    user = request.scope.get("user")
+    return user.usage_kind if isinstance(user, Principal) else "inference"
 
 
 def received_at(request: Request[Any, Any, Any]) -> float:
@@ -52,8 +68,10 @@ class Inference:
         arrived = received_at(request)
         body = decode_body(await request.body(), kind)
         limits = await self.tenant_limits.get(tenant_id)
-        call = await self.gateway.prepare(tenant_id, body, limits, arrived)
-        headers = headers_of(call.ticket)
+        call = await self.gateway.prepare(
+            tenant_id, body, limits, arrived, key_of(request), usage_kind=usage_kind_of(request)
+        )
+        headers = headers_of(call.admission)
         if not call.stream:
             return Response(await self.gateway.complete(call), headers=headers)
         return Stream(
@@ -66,17 +84,22 @@ class Inference:
         self, request: Request[Any, Any, Any], tenant_id: UUID, completion_id: str
     ) -> Stream:
         """Replay a resumable stream after `Last-Event-ID`, then follow it live."""
-        streams = self.gateway.resumable
-        if streams is None:
-            raise NotFound("resumable streams need Redis (LORAPLEX_REDIS_URL)")
-        raw = request.headers.get("last-event-id")
-        if raw is not None and not raw.strip().isdigit():
-            raise InvalidInput(
-                "Last-Event-ID must be an event id from this stream", param="Last-Event-ID"
-            )
-        last = int(raw) if raw is not None else None
-        events = await streams.read(completion_id, tenant_id, last)
+        last = last_event_id(request.headers.get("last-event-id"))
+        limits = await self.tenant_limits.get(tenant_id)
+        events = await self.gateway.resume(tenant_id, limits, completion_id, last)
         return Stream(events, media_type="text/event-stream", headers=SSE_HEADERS)
+
+
+def last_event_id(raw: str | None) -> int | None:
+    """The `Last-Event-ID` header as an event id; ASCII digits only ("²".isdigit() is true,
+    and int() refuses it), and no more of them than an event id can have."""
+    if raw is None:
+        return None
+    if not EVENT_ID.fullmatch(raw.strip()):
+        raise InvalidInput(
+            "Last-Event-ID must be an event id from this stream", param="Last-Event-ID"
+        )
+    return int(raw)
 
 
 def provide_inference(gateway: Gateway, tenant_limits: TenantLimits) -> Inference:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from loraplex.gateway.buffer import StreamBuffer
+from loraplex.gateway.cpu_cost import CPU_PER_TOKEN
 from loraplex.observability import metrics
 
 if TYPE_CHECKING:  # pump imports routing, which records adapter loads here
@@ -35,6 +36,7 @@ def record(job: EngineRun, buffer: StreamBuffer, tenant: str, ended_at: float) -
     status = 200 if reason is None else STATUS_BY_ERROR.get(reason, 502)
     model = job.target.base_model  # adapter names are unbounded; base models are few
     metrics.observe_request(tenant, model, status, buffer.prompt_tokens, buffer.completion_tokens)
+    CPU_PER_TOKEN.add(buffer.completion_tokens)
     if buffer.first_token_at is not None and reason is None:
         metrics.observe_latency(
             model,
@@ -63,9 +65,12 @@ def _record_overhead(job: EngineRun, buffer: StreamBuffer) -> None:
         metrics.GATEWAY_OVERHEAD_SECONDS.labels("total").observe(sum(phases.values()))
 
 
-def adapter_load(tier: str, seconds: float, ok: bool = True) -> None:
-    """Count where an adapter was found and how long making it loaded took."""
-    metrics.ADAPTER_LOADS.labels(tier, "ok" if ok else "error").inc()
+def adapter_found(tier: str) -> None:
+    """Count where a request found its adapter (the loads it caused count where they are
+    made: serving/live/runner.py, or `adapter_loaded` below)."""
     metrics.CACHE_HITS.labels(tier).inc()
-    if tier != "loaded":
-        metrics.ADAPTER_LOAD_SECONDS.labels(tier).observe(seconds)
+
+
+def adapter_loaded(found: str, rank_class: int, seconds: float) -> None:
+    """Count and time the loads one in-process engine load made (the path without placement)."""
+    metrics.observe_adapter_load(found, "loaded", str(rank_class), seconds)

@@ -10,12 +10,13 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
+import jsonschema_rs
 import msgspec
-from jsonschema import exceptions as schema_errors
-from jsonschema.validators import validator_for
 
 from loraplex.errors import InvalidInput
+from loraplex.gateway.schema_limits import check_schema_limits
 
+TOKEN_ID = re.compile(r"^[0-9]{1,9}$")  # ASCII only: `str.isdigit` accepts "²", `int` does not
 NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")  # OpenAI's rule for schema and function names
 MAX_TOOLS = 128
 TOOL_CHOICES = ("none", "auto", "required")
@@ -95,18 +96,25 @@ def check_name(name: str, param: str) -> None:
 
 
 def check_json_schema(schema: Any, param: str) -> None:
-    """Refuse a document that is not a valid JSON Schema (the engine would fail late)."""
+    """Refuse a document that is not a valid JSON Schema (the engine would fail late), or
+    one over the limits of `schema_limits` (checked first: they bound the validator too).
+
+    The metaschema check is jsonschema-rs (Rust): ~1 ms for a 1,000-property schema, where
+    the pure-Python jsonschema took ~280 ms of the event loop for the same document."""
     if not isinstance(schema, dict):
         raise InvalidInput(f"{param} must be a JSON Schema object", param=param)
+    check_schema_limits(schema, param)
     try:
-        validator_for(schema).check_schema(schema)
-    except schema_errors.SchemaError as exc:
-        where = "/".join(str(p) for p in exc.path)
+        jsonschema_rs.meta.validate(schema)
+    except jsonschema_rs.ValidationError as exc:
+        where = "/".join(str(p) for p in exc.instance_path)
         raise InvalidInput(
             f"{param} is not a valid JSON Schema: {exc.message}"
             + (f" (at {where})" if where else ""),
             param=param,
         ) from None
+    except jsonschema_rs.ReferencingError as exc:  # an unknown `$schema` dialect
+        raise InvalidInput(f"{param} is not a valid JSON Schema: {exc}", param=param) from None
 
 
 def checked_tools(
@@ -142,6 +150,19 @@ def checked_tools(
     return (msgspec.to_builtins(tools) if tools else None), choice
 
 
+def chat_schemas(
+    response_format: ResponseFormat | None, tools: list[Tool] | None
+) -> list[tuple[str, Any]]:
+    """Each schema a chat request carries, with the parameter that holds it."""
+    spec = response_format.json_schema if response_format is not None else None
+    schemas = [("response_format.json_schema.schema", spec.schema if spec else None)]
+    schemas += [
+        (f"tools[{i}].function.parameters", tool.function.parameters)
+        for i, tool in enumerate(tools or [])
+    ]
+    return [(param, schema) for param, schema in schemas if schema is not None]
+
+
 def checked_logit_bias(
     bias: dict[str, float] | None, vocab_size: int | None
 ) -> dict[str, float] | None:
@@ -149,7 +170,7 @@ def checked_logit_bias(
     if not bias:
         return None
     for key, value in bias.items():
-        if not key.isdigit() or (vocab_size is not None and int(key) >= vocab_size):
+        if not TOKEN_ID.match(key) or (vocab_size is not None and int(key) >= vocab_size):
             limit = f" below {vocab_size}" if vocab_size is not None else ""
             raise InvalidInput(
                 f"logit_bias keys must be token ids (integers{limit}); got {key!r}",

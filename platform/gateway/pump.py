@@ -8,7 +8,11 @@ client never slows the engine read. Each phase has its own deadline and its own 
 An engine that fails before the first token is skipped and the next candidate tried, and
 so is one that stays silent past `ttft_timeout` (a host cut off the network gives no error,
 only silence): the client has seen nothing yet, so another engine may still answer it.
-After the first token the stream ends with an `engine_died` error event, never a hang.
+After the first token the answer is continued on another engine (`failover.py`) when its
+engine dies, errs or stays silent past `idle_timeout`; where it cannot be continued exactly
+or no engine is found in time, the stream ends with its error event, never a hang. When its
+engine is draining, the answer moves on at its next token where it can be continued (and
+another engine takes it); otherwise it finishes on the draining engine.
 """
 
 from __future__ import annotations
@@ -16,13 +20,24 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-import uuid
-from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import msgspec
 
 from loraplex.adapters.errors import StoreError, StoreUnavailable
 from loraplex.errors import LoraplexError
 from loraplex.gateway.buffer import StreamBuffer
+from loraplex.gateway.continuation import Transcript, continuable
+from loraplex.gateway.engine_attempt import (
+    EngineAttempt,
+    abort_in_background,
+    answers,
+    count_tokens,
+)
+from loraplex.gateway.failover import SILENT, fail_over, move_off_draining, observe_gap
+from loraplex.gateway.read_deadline import PhaseTimeout as _PhaseTimeout
+from loraplex.gateway.read_deadline import ReadDeadline
 from loraplex.gateway.resolve import Target
 from loraplex.gateway.routing import EngineRouter, ReadyEngine
 from loraplex.serving.engines import (
@@ -37,20 +52,12 @@ from loraplex.serving.engines import (
 
 log = logging.getLogger("loraplex.gateway")
 RETRYABLE = (EngineUnavailable, EngineDied, AdapterNotLoaded)
-DRAIN_S = 1.0  # the most a finished request waits for the rest of the engine's reply
-# Aborts sent to engines that went silent, run beside the retry (one to a cut-off host may
-# wait for its connect timeout); held here so they are not collected mid-flight.
-_SILENT_ABORTS: set[asyncio.Task[None]] = set()
-# After a TTFT timeout the engine gets this long to answer a health probe; one that does not
-# leaves this process's rotation at once (the poller brings it back when it answers again),
-# so that placement puts the retry, and the requests after it, on another engine. Less
-# than the poller's own limit (5 s): the client has already waited a whole TTFT timeout.
-SILENT_PROBE_S = 2.0
 
 
 @dataclass(frozen=True)
 class StreamLimits:
-    """Per-request buffer size, heartbeat interval and the four timeouts."""
+    """Per-request buffer size, heartbeat interval, the four timeouts, and how long a
+    failover may look for another engine."""
 
     buffer_bytes: int = 256 * 1024
     heartbeat_s: float = 5.0
@@ -58,6 +65,7 @@ class StreamLimits:
     ttft_timeout_s: float = 60.0
     idle_timeout_s: float = 30.0
     total_timeout_s: float = 600.0
+    failover_timeout_s: float = 10.0
 
 
 @dataclass
@@ -81,11 +89,12 @@ class EngineRun:
     # Called with the engine's id and the TTFT when the first token is in: the engine's
     # admission cap learns from it then, not a whole stream later (gateway/gate.py).
     on_first_token: Callable[[str, float], None] = lambda engine_id, ttft_s: None
-
-
-class _PhaseTimeout(Exception):
-    def __init__(self, code: str):
-        self.code = code
+    # The answer's token ids so far, what a failover continues from (gateway/failover.py).
+    transcript: Transcript = field(default_factory=Transcript)
+    failovers: int = 0
+    failover_tried: set[str] = field(default_factory=set)  # engines that failed it mid-stream
+    last_output_at: float | None = None  # the last piece of output came from the engine
+    gap_since: float | None = None  # a failover began; the gap ends at the next output
 
 
 async def pump(
@@ -99,7 +108,7 @@ async def pump(
     try:
         stream = await _first_token(job, buffer, router, clock, deadline_total)
         if stream is not None:
-            await _relay(job, buffer, stream, clock, deadline_total)
+            await _relay(job, buffer, stream, router, clock, deadline_total)
     except _PhaseTimeout as exc:
         buffer.fail(exc.code, f"{exc.code.replace('_', ' ')} after {_elapsed(job, clock):.1f}s")
     except EngineRejected as exc:
@@ -136,7 +145,7 @@ async def _first_token(
     router: EngineRouter,
     clock: Callable[[], float],
     deadline_total: float,
-) -> _EngineAttempt | None:
+) -> EngineAttempt | None:
     queue_deadline = min(job.started_at + job.limits.queue_timeout_s, deadline_total)
     tried: set[str] = set()
     last_error: Exception | None = None
@@ -152,7 +161,7 @@ async def _first_token(
             )
         job.attempts += 1
         job.engine_sent_at = sent_at = clock()
-        attempt = _EngineAttempt(ready, job.request, job.attempts)
+        attempt = EngineAttempt(ready, _asking_ids(job.request, ready), job.transcript)
         job.on_sent()  # `attempt.next()` below writes the request before it first waits
         ttft_deadline = min(clock() + job.limits.ttft_timeout_s, deadline_total)
         try:
@@ -163,9 +172,9 @@ async def _first_token(
                 raise
             # Probe before the abort frees the seat: an engine that does not answer leaves
             # the rotation first, so no request queued for that seat is sent to it.
-            if not await _answers(ready):  # silent, not just busy
+            if not await answers(ready):  # silent, not just busy
                 await router.report_failure(ready, EngineUnavailable("silent past TTFT"))
-            _abort_in_background(attempt)
+            abort_in_background(attempt)
             tried.add(ready.engine.id)
             last_error = exc
             job.waited_on_silent_s += clock() - sent_at
@@ -193,6 +202,7 @@ async def _first_token(
         job.engine_name, job.engine_id = ready.engine.name, ready.engine.id
         buffer.first_token_at = clock()
         job.on_first_token(ready.engine.id, buffer.first_token_at - job.started_at)
+        job.last_output_at = buffer.first_token_at
         if _feed(buffer, chunk):
             await _end(attempt, buffer)
             return None
@@ -202,29 +212,79 @@ async def _first_token(
 async def _relay(
     job: EngineRun,
     buffer: StreamBuffer,
-    attempt: _EngineAttempt,
+    attempt: EngineAttempt,
+    router: EngineRouter,
     clock: Callable[[], float],
     deadline_total: float,
 ) -> None:
+    # One timer for the stream's reads, not an asyncio.timeout per chunk (read_deadline.py).
+    reads = ReadDeadline(job.limits.idle_timeout_s, deadline_total, clock)
+    moves_on_drain = True  # until a drain finds it cannot move (failover.py)
     try:
         while not buffer.closed:
-            idle_deadline = min(clock() + job.limits.idle_timeout_s, deadline_total)
-            code = "idle_timeout" if idle_deadline < deadline_total else "total_timeout"
             try:
-                chunk = await _with_deadline(attempt.next(), idle_deadline, clock, code)
+                chunk = await reads.read(attempt.next())
             except StopAsyncIteration:
                 buffer.finish("stop")
                 break
-            except EngineDied as exc:
-                buffer.fail("engine_died", _logged(job, "the engine stopped mid-stream", exc))
-                break
+            except (EngineError, _PhaseTimeout) as exc:
+                reason = _failover_reason(exc)
+                if reason is None:
+                    raise
+                following = await fail_over(
+                    job, buffer, router, attempt, reason, exc, clock, deadline_total
+                )
+                if following is None:
+                    _end_as_failed(job, buffer, exc)
+                    break
+                attempt = following
+                continue
+            job.last_output_at = clock()
+            observe_gap(job, job.last_output_at)
             if _feed(buffer, chunk):
                 break
+            if moves_on_drain and attempt.ready.engine.draining:
+                # Its engine is draining: the answer goes on elsewhere from this token.
+                following = await move_off_draining(job, router, attempt, clock, deadline_total)
+                moves_on_drain = following is not None
+                attempt = following or attempt
     finally:
+        reads.close()
         await _end(attempt, buffer)
 
 
-async def _end(attempt: _EngineAttempt, buffer: StreamBuffer) -> None:
+def _failover_reason(exc: Exception) -> str | None:
+    """Why the engine is left mid-stream, or None when the failure is not the engine's (a
+    refusal of the request, the whole request's time up): those end the stream."""
+    if isinstance(exc, _PhaseTimeout):
+        return SILENT if exc.code == "idle_timeout" else None
+    if isinstance(exc, EngineDied):
+        return "engine_died"
+    if isinstance(exc, EngineRejected) and exc.status_code == 400:
+        return None
+    return "engine_error"
+
+
+def _end_as_failed(job: EngineRun, buffer: StreamBuffer, exc: Exception) -> None:
+    """End a stream that was not continued, as it ended before failover existed."""
+    if buffer.closed or buffer.choices_done:
+        return  # finished after all: every token had been sent
+    if isinstance(exc, EngineDied):
+        buffer.fail("engine_died", _logged(job, "the engine stopped mid-stream", exc))
+    else:
+        raise exc
+
+
+def _asking_ids(request: GenerateRequest, ready: ReadyEngine) -> GenerateRequest:
+    """The request, asking for token ids where the answer could be continued from them."""
+    if not ready.engine.driver.continues_by_token_ids:
+        return request
+    if continuable(request) is not None:
+        return request
+    return msgspec.structs.replace(request, want_token_ids=True)
+
+
+async def _end(attempt: EngineAttempt, buffer: StreamBuffer) -> None:
     """Close the engine stream: read the rest of a finished reply (its usage chunk comes
     after the last finish), then end the buffer; abort one that did not finish."""
     done = buffer.choices_done and buffer.error is None
@@ -236,7 +296,7 @@ async def _end(attempt: _EngineAttempt, buffer: StreamBuffer) -> None:
 def _feed(buffer: StreamBuffer, chunk: GenerateChunk) -> bool:
     """Push one chunk; True when the engine has nothing more to give the client: every
     choice finished, or the client fell behind."""
-    _count(buffer, chunk)
+    count_tokens(buffer, chunk)
     if not buffer.push(
         chunk.text, index=chunk.index, tool_calls=chunk.tool_calls, logprobs=chunk.logprobs
     ):
@@ -245,96 +305,6 @@ def _feed(buffer: StreamBuffer, chunk: GenerateChunk) -> bool:
     if chunk.finish_reason is not None:
         return buffer.finish_choice(chunk.index, chunk.finish_reason)
     return False
-
-
-def _count(buffer: StreamBuffer, chunk: GenerateChunk) -> None:
-    """Token counts from the chunk when it has them, else one token per piece of output."""
-    if chunk.prompt_tokens is not None:
-        buffer.prompt_tokens = chunk.prompt_tokens
-    if chunk.completion_tokens is not None:
-        # Running totals only grow; with n > 1 an engine may count one choice per chunk,
-        # and its last (usage) chunk has the total, so the largest figure is the truest.
-        buffer.completion_tokens = max(buffer.completion_tokens, chunk.completion_tokens)
-    elif chunk.text or chunk.tool_calls:
-        buffer.completion_tokens += 1
-
-
-class _EngineAttempt:
-    """One attempt's engine stream, with its own rid so it can be aborted."""
-
-    def __init__(self, ready: ReadyEngine, request: GenerateRequest, attempt: int):
-        self.ready = ready
-        self.rid = uuid.uuid4().hex
-        self.request = GenerateRequest(
-            **{**_fields(request), "rid": self.rid, "adapter": ready.adapter_name}
-        )
-        self._stream: AsyncIterator[GenerateChunk] = ready.engine.driver.generate(self.request)
-        self._closed = False
-        ready.engine.in_flight += 1
-
-    async def next(self) -> GenerateChunk:
-        """The next chunk; StopAsyncIteration at the end."""
-        return await anext(self._stream)
-
-    async def close(self, *, abort: bool, counts_into: StreamBuffer | None = None) -> None:
-        """Release the engine slot; abort the engine request if it is still running, else
-        read the rest of the reply, taking its token counts into `counts_into`."""
-        if self._closed:
-            return
-        self._closed = True
-        self.ready.engine.in_flight -= 1
-        self.ready.release()  # placement may now evict the adapter or release the next
-        if abort:
-            try:
-                await asyncio.shield(self.ready.engine.driver.abort(self.rid))
-            except Exception as exc:  # an unreachable engine has nothing left to abort
-                log.debug("abort of %s failed: %s", self.rid, exc)
-        else:
-            await self._drain(counts_into)
-        aclose = getattr(self._stream, "aclose", None)
-        if aclose is not None:
-            try:
-                await aclose()
-            except Exception as exc:  # closing a dead stream can raise its transport error
-                log.debug("closing %s failed: %s", self.rid, exc)
-
-    async def _drain(self, counts_into: StreamBuffer | None) -> None:
-        """Read what the engine sends after the finish (usage, [DONE]) so the connection goes
-        back to the pool: one closed unread is dropped, and the next request reconnects."""
-        try:
-            async with asyncio.timeout(DRAIN_S):
-                async for chunk in self._stream:
-                    if counts_into is not None:
-                        _count(
-                            counts_into,
-                            GenerateChunk(
-                                prompt_tokens=chunk.prompt_tokens,
-                                completion_tokens=chunk.completion_tokens,
-                            ),
-                        )
-        except Exception as exc:  # nothing of it is needed: the reply is complete
-            log.debug("draining %s failed: %s", self.rid, exc)
-
-
-async def _answers(ready: ReadyEngine) -> bool:
-    """Whether the engine answers a health probe within `SILENT_PROBE_S` (this process's
-    verdict; the other API processes' pollers reach their own)."""
-    try:
-        async with asyncio.timeout(SILENT_PROBE_S):
-            return (await ready.engine.driver.health()).healthy
-    except Exception:  # timed out, refused, reset: it does not answer
-        return False
-
-
-def _abort_in_background(attempt: _EngineAttempt) -> None:
-    """Abort a silent engine's request without waiting for the engine to answer."""
-    task = asyncio.create_task(attempt.close(abort=True), name=f"abort-{attempt.rid}")
-    _SILENT_ABORTS.add(task)
-    task.add_done_callback(_SILENT_ABORTS.discard)
-
-
-def _fields(request: GenerateRequest) -> dict[str, object]:
-    return {f: getattr(request, f) for f in request.__struct_fields__}
 
 
 async def _with_deadline(awaitable, deadline: float, clock: Callable[[], float], code: str):  # type: ignore[no-untyped-def]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import random
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -21,11 +22,14 @@ from uuid import UUID
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from loraplex.control.canary.samples import SampleSpec, sample_spec
 from loraplex.db.models import Adapter, AdapterAlias, AdapterVersion, BaseModel, VersionStatus
 from loraplex.errors import InvalidInput, NotFound
 from loraplex.ttl_cache import TtlCache
 
 DEFAULT_ALIAS = "prod"
+
+VERSION_SELECTOR = re.compile(r"v[0-9]{1,9}")
 
 
 class ModelNotFound(NotFound):
@@ -46,6 +50,11 @@ class Target:
     storage_key: str = ""
     files: tuple[tuple[str, str], ...] = ()  # (file name, sha256)
     rank: int | None = None
+    adapter_id: UUID | None = None  # the adapter's budgets apply to it
+    canary_alias_id: UUID | None = None  # drawn between an alias and its canary: counted for
+    # the canary analysis (control/canary/window.py)
+    prompt_sample: SampleSpec | None = None  # the tenant opted in: its prompt may be kept for
+    # the canary's sample eval (control/canary/samples.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,7 +119,8 @@ async def _resolve(session: AsyncSession, tenant_id: UUID, model: str) -> Resolu
         raise ModelNotFound(
             f"The model `{model}` does not exist or you do not have access to it.", param="model"
         )
-    if selector[:1] == "v" and selector[1:].isdigit():
+    # ASCII digits, few enough for an int ("v²".isdigit() is true and int() refuses it).
+    if VERSION_SELECTOR.fullmatch(selector):
         version = await _version(session, adapter, int(selector[1:]), model)
         return Resolution(_target(model, adapter, version))
     alias = (
@@ -135,9 +145,13 @@ async def _resolve(session: AsyncSession, tenant_id: UUID, model: str) -> Resolu
         else None
     )
     canary_ok = canary is not None and canary.status == VersionStatus.READY
+    analysed = alias.id if canary_ok and alias.canary_policy is not None else None
+    sampled = (
+        sample_spec(alias.id, alias.canary_started_at, alias.canary_policy) if analysed else None
+    )
     return Resolution(
-        _target(model, adapter, _ready(primary, model)),
-        _target(model, adapter, canary) if canary_ok and canary else None,
+        _target(model, adapter, _ready(primary, model), analysed, sampled),
+        _target(model, adapter, canary, analysed, sampled) if canary_ok and canary else None,
         alias.canary_weight if canary_ok else 0,
     )
 
@@ -194,7 +208,13 @@ def _base_target(model: str, base: BaseModel) -> Target:
     )
 
 
-def _target(model: str, adapter: Adapter, version: AdapterVersion) -> Target:
+def _target(
+    model: str,
+    adapter: Adapter,
+    version: AdapterVersion,
+    canary_alias_id: UUID | None = None,
+    prompt_sample: SampleSpec | None = None,
+) -> Target:
     files: dict[str, Any] = version.details.get("files", {})
     return Target(
         model=model,
@@ -205,4 +225,7 @@ def _target(model: str, adapter: Adapter, version: AdapterVersion) -> Target:
         storage_key=version.storage_key,
         files=tuple((name, str(info.get("sha256", ""))) for name, info in sorted(files.items())),
         rank=version.rank,
+        adapter_id=adapter.id,
+        canary_alias_id=canary_alias_id,
+        prompt_sample=prompt_sample,
     )

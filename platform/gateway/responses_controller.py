@@ -15,9 +15,18 @@ from litestar.response import Response, Stream
 
 from loraplex.auth import access
 from loraplex.auth.principal import Principal, Scope
+from loraplex.control.quotas import Quotas
 from loraplex.errors import InvalidInput
 from loraplex.gateway.gate import headers_of
-from loraplex.gateway.http import INFERENCE, SSE_HEADERS, Inference, received_at, tenant_of
+from loraplex.gateway.http import (
+    INFERENCE,
+    SSE_HEADERS,
+    Inference,
+    key_of,
+    received_at,
+    tenant_of,
+    usage_kind_of,
+)
 from loraplex.gateway.openapi import RESPONSES
 from loraplex.gateway.responses_body import request_echo, response_body
 from loraplex.gateway.responses_events import ResponsesEncoder
@@ -50,25 +59,32 @@ class ResponsesController(Controller):
         tenant_id = tenant_of(principal)
         body = decode_request(await request.body())
         limits = await inference.tenant_limits.get(tenant_id)
-        return await run_response(inference.gateway, tenant_id, body, limits, received_at(request))
+        arrived, key_id = received_at(request), key_of(request)
+        return await run_response(
+            inference.gateway, tenant_id, body, limits, arrived, key_id, usage_kind_of(request)
+        )
 
 
 async def run_response(
     gateway: Gateway,
     tenant_id: UUID,
     body: ResponsesRequest,
-    limits: dict[str, int],
+    limits: Quotas,
     arrived: float,
+    key_id: UUID | None = None,
+    usage_kind: str = "inference",
 ) -> Response[Any]:
     """Run a Responses API request for `tenant_id`: a `response` object, or its events as
     SSE."""
     chat = to_chat(body)
     echo = request_echo(body)
     try:
-        call = await gateway.prepare(tenant_id, chat, limits, arrived)
+        call = await gateway.prepare(
+            tenant_id, chat, limits, arrived, key_id, usage_kind=usage_kind
+        )
     except InvalidInput as exc:
         raise in_responses_terms(exc) from None
-    headers = headers_of(call.ticket)
+    headers = headers_of(call.admission)
     response_id, model = f"resp_{call.request_id}", call.target.model
     if not call.stream:
         _, taken, buffer = await gateway.run_whole(call)

@@ -16,6 +16,7 @@ from typing import Annotated, Any, Literal, TypeVar
 import msgspec
 
 from loraplex.errors import InvalidInput
+from loraplex.gateway.body_limits import decode_json
 from loraplex.gateway.options import (
     MAX_TOOLS,
     MAX_TOP_LOGPROBS_CHAT,
@@ -30,7 +31,9 @@ from loraplex.gateway.options import (
     check_name,
 )
 from loraplex.gateway.responses_input import STATELESS, input_messages
+from loraplex.gateway.schema_limits import check_request_schemas
 from loraplex.gateway.schemas import (
+    MAX_MESSAGES,
     ChatCompletionRequest,
     MaxTokens,
     StreamOptions,
@@ -107,17 +110,17 @@ class ResponsesRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True)
     """POST /v1/responses, without the stored state it does not support."""
 
     model: Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
-    input: str | list[dict[str, Any]]
+    input: str | Annotated[list[dict[str, Any]], msgspec.Meta(max_length=MAX_MESSAGES)]
     instructions: str | None = None
     max_output_tokens: MaxTokens | None = None
     temperature: Temperature | None = None
     top_p: TopP | None = None
     text: TextConfig | None = None
-    tools: list[dict[str, Any]] | None = None
+    tools: Annotated[list[dict[str, Any]], msgspec.Meta(max_length=MAX_TOOLS)] | None = None
     tool_choice: str | dict[str, Any] | None = None
     parallel_tool_calls: bool | None = None
     top_logprobs: Annotated[int, msgspec.Meta(ge=0, le=MAX_TOP_LOGPROBS_CHAT)] | None = None
-    include: list[str] | None = None
+    include: Annotated[list[str], msgspec.Meta(max_length=len(INCLUDABLE))] | None = None
     stream: bool = False
     stream_options: ResponsesStreamOptions | None = None
     truncation: Literal["auto", "disabled"] | None = None
@@ -197,6 +200,7 @@ def check_stateless(request: ResponsesRequest) -> None:
 def to_chat(request: ResponsesRequest) -> ChatCompletionRequest:
     """The chat completion that runs `request`; every refusal is a 400 naming its parameter."""
     check_stateless(request)
+    check_request_schemas(_schemas(request))
     messages = input_messages(request.input)
     if request.instructions is not None:
         messages.insert(0, {"role": "system", "content": request.instructions})
@@ -221,6 +225,17 @@ def to_chat(request: ResponsesRequest) -> ChatCompletionRequest:
         tool_choice=_tool_choice(request.tool_choice, tools),
         parallel_tool_calls=request.parallel_tool_calls if tools else None,
     )
+
+
+def _schemas(request: ResponsesRequest) -> list[tuple[str, Any]]:
+    """Each schema the request carries, with its parameter (before any is checked)."""
+    fmt = request.text.format if request.text is not None else None
+    schemas = [("text.format.schema", fmt.schema if isinstance(fmt, JsonSchemaText) else None)]
+    schemas += [
+        (f"tools[{i}].parameters", tool.get("parameters"))
+        for i, tool in enumerate(request.tools or [])
+    ]
+    return [(param, schema) for param, schema in schemas if isinstance(schema, dict)]
 
 
 def _chat_tool(tool: FunctionTool) -> Tool:
@@ -293,6 +308,11 @@ def _convert(value: Any, kind: type[T], param: str) -> T:
         raise InvalidInput(f"{where}: {str(exc).split(' - at ', 1)[0]}", param=where) from None
 
 
+def _body_param(message: str) -> str | None:
+    """The parameter a msgspec error about the whole body names."""
+    return _path_of(message).lstrip(".") or None
+
+
 def _path_of(message: str) -> str:
     """The parameter path in a msgspec error, relative to what was converted."""
     path = message.split(" - at `$", 1)[1].rstrip("`") if " - at `$" in message else ""
@@ -303,16 +323,7 @@ def _path_of(message: str) -> str:
 
 def decode_request(raw: bytes) -> ResponsesRequest:
     """Decode and validate a JSON body; every failure is an OpenAI-shaped 400."""
-    try:
-        raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise InvalidInput(f"request body is not valid UTF-8 (byte {exc.start})") from exc
-    try:
-        request = msgspec.json.decode(raw, type=ResponsesRequest)
-    except msgspec.ValidationError as exc:
-        raise InvalidInput(str(exc), param=_path_of(str(exc)).lstrip(".") or None) from exc
-    except msgspec.DecodeError as exc:
-        raise InvalidInput(f"request body is not valid JSON: {exc}") from exc
+    request = decode_json(raw, ResponsesRequest, _body_param)
     if request.stream_options is not None and not request.stream:
         raise InvalidInput(
             "stream_options is only allowed with stream=true", param="stream_options"

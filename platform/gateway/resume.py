@@ -67,8 +67,11 @@ def _lost(completion_id: str) -> bytes:
 class ResumableStreams:
     """Writes and reads resumable streams in Redis."""
 
-    def __init__(self, redis: Any, window_s: float, heartbeat_s: float):
+    def __init__(self, redis: Any, window_s: float, heartbeat_s: float, readers_redis: Any = None):
         self.redis, self.window_s, self.heartbeat_s = redis, window_s, heartbeat_s
+        # Readers block in XREAD on a pool of their own (`connections.readers_redis`), so
+        # however many there are, writers, watchers and admission keep their connections.
+        self.readers_redis = readers_redis if readers_redis is not None else redis
 
     async def open(self, completion_id: str, tenant_id: UUID) -> None:
         """Record the stream's owner so only that tenant can resume it."""
@@ -118,7 +121,7 @@ class ResumableStreams:
         self, completion_id: str, tenant_id: UUID, last_event_id: int | None
     ) -> AsyncIterator[bytes]:
         """Events after `last_event_id` (all when None), then live ones until the stream ends."""
-        owner = await self.redis.get(f"{_key(completion_id)}:tenant")
+        owner = await self.readers_redis.get(f"{_key(completion_id)}:tenant")
         if owner is None or owner.decode() != str(tenant_id):
             raise NotFound(f"no resumable stream {completion_id}")
         return self._follow(
@@ -131,26 +134,26 @@ class ResumableStreams:
             async for event in self._entries(key, completion_id, after):
                 yield event
         except Exception as exc:  # Redis went away under the reader: end with an error event
-            log.warning("resumable stream %s lost its Redis: %s", completion_id, exc)
+            log.warning("resumable stream %s lost its Redis: %r", completion_id, exc)
             yield _lost(completion_id)
         finally:
             # This reader is gone (finished, or its client disconnected): the window for a
             # resume starts now, so it lasts `window_s` from the last read, not less.
             with contextlib.suppress(Exception):
-                await asyncio.shield(self._touch_presence(completion_id))
+                await asyncio.shield(self._touch_presence(completion_id, self.readers_redis))
 
     async def _entries(self, key: str, completion_id: str, after: str) -> AsyncIterator[bytes]:
         while True:
             raise_if_cancelled()
-            await self._touch_presence(completion_id)
+            await self._touch_presence(completion_id, self.readers_redis)
             # Bounded here: the process's Redis client has no socket timeout (connections.py).
             async with asyncio.timeout(self.heartbeat_s + READ_GRACE_S):
-                found = await self.redis.xread(
+                found = await self.readers_redis.xread(
                     {key: after}, block=int(self.heartbeat_s * 1000), count=256
                 )
             raise_if_cancelled()
             if not found:
-                if not await self.redis.exists(key):
+                if not await self.readers_redis.exists(key):
                     return  # aborted (nobody read in time) or expired: nothing more will come
                 yield HEARTBEAT
                 continue
@@ -160,8 +163,9 @@ class ResumableStreams:
                     return
                 yield fields[b"e"]
 
-    async def _touch_presence(self, completion_id: str) -> None:
-        await self.redis.set(f"{_key(completion_id)}:reader", b"1", px=int(self.window_s * 1000))
+    async def _touch_presence(self, completion_id: str, redis: Any = None) -> None:
+        client = redis if redis is not None else self.redis
+        await client.set(f"{_key(completion_id)}:reader", b"1", px=int(self.window_s * 1000))
 
     async def _abort_when_abandoned(
         self, completion_id: str, engine_side: asyncio.Task[Any]

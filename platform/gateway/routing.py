@@ -97,7 +97,11 @@ class EngineRouter:
             placement = await ensure_on_engine(
                 engine, target.version_id, target.storage_key, dict(target.files), self.cache
             )
-            observe.adapter_load(placement.tier_label, placement.seconds)
+            observe.adapter_found(placement.tier_label)
+            if placement.made_load:
+                observe.adapter_loaded(
+                    placement.tier_label, engine.max_lora_rank, placement.seconds
+                )
             return ReadyEngine(engine, placement.name, placement.tier_label, placement.seconds)
         return None
 
@@ -110,8 +114,13 @@ class EngineRouter:
             seat.release()
             return None
         label = tier_label(seat.tier)
-        observe.adapter_load(label, seat.waited_s if seat.tier < Tier.LOADED else 0.0)
+        observe.adapter_found(label)
         return ReadyEngine(seat.engine, seat.adapter_name, label, seat.waited_s, seat.release)
+
+    def first_token(self, target: Target, ttft_s: float) -> None:
+        """A request for `target` got its first token: its adapter's figures (placement's)."""
+        if self.placement is not None and target.version_id is not None:
+            self.placement.first_token(target.version_id, ttft_s)
 
     async def report_failure(self, ready: ReadyEngine, error: Exception) -> None:
         """An engine failed a request: forget what it held and take it out of rotation.

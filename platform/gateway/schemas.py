@@ -11,6 +11,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 
 from loraplex.errors import InvalidInput
+from loraplex.gateway.body_limits import decode_json
 from loraplex.gateway.options import (
     MAX_LOGPROBS_COMPLETIONS,
     MAX_TOP_LOGPROBS_CHAT,
@@ -18,17 +19,28 @@ from loraplex.gateway.options import (
     NamedToolChoice,
     ResponseFormat,
     Tool,
+    chat_schemas,
     checked_tools,
 )
+from loraplex.gateway.schema_limits import check_request_schemas
 from loraplex.serving.engines import GenerateOptions
 
 Temperature = Annotated[float, msgspec.Meta(ge=0.0, le=2.0)]
 TopP = Annotated[float, msgspec.Meta(gt=0.0, le=1.0)]
 Penalty = Annotated[float, msgspec.Meta(ge=-2.0, le=2.0)]
-MaxTokens = Annotated[int, msgspec.Meta(ge=1)]
+# Token counts past 2**31 are no count any model has; the bound keeps 4,300-digit integers
+# out of messages and engine requests.
+MaxTokens = Annotated[int, msgspec.Meta(ge=1, le=2**31 - 1)]
+Seed = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]  # OpenAI's: a 64-bit integer
 ROLES = frozenset({"system", "developer", "user", "assistant", "tool"})
 MAX_STOP = 4
 MAX_CHOICES = 128  # OpenAI's limit for `n`; plans may allow fewer
+MAX_STOP_CHARS = 256  # engines re-check a tail this long after every token
+MAX_MESSAGES = 2048  # OpenAI's limit for `messages`
+MAX_CONTENT_PARTS = 256  # text parts of one message (clients send one to a few)
+MAX_TOOL_CALLS = 128  # calls in one assistant turn
+MAX_LOGIT_BIAS = 300  # OpenAI's limit for `logit_bias` entries
+StopSequence = Annotated[str, msgspec.Meta(max_length=MAX_STOP_CHARS)]
 
 
 class StreamOptions(msgspec.Struct, forbid_unknown_fields=True):
@@ -46,14 +58,14 @@ class _Common(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     temperature: Temperature | None = None
     top_p: TopP | None = None
     n: Annotated[int, msgspec.Meta(ge=1, le=MAX_CHOICES)] = 1
-    stop: str | list[str] | None = None
-    seed: int | None = None
+    stop: StopSequence | list[StopSequence] | None = None
+    seed: Seed | None = None
     stream: bool = False
     stream_options: StreamOptions | None = None
     user: Annotated[str, msgspec.Meta(max_length=256)] | None = None
     presence_penalty: Penalty | None = None
     frequency_penalty: Penalty | None = None
-    logit_bias: dict[str, float] | None = None
+    logit_bias: Annotated[dict[str, float], msgspec.Meta(max_length=MAX_LOGIT_BIAS)] | None = None
     response_format: ResponseFormat | None = None
     # Accepted for compatibility; Loraplex stores no completions (docs/openai.md).
     metadata: Metadata | None = None
@@ -97,7 +109,7 @@ class _Common(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
 class ChatCompletionRequest(_Common, kw_only=True):
     """POST /v1/chat/completions."""
 
-    messages: list[dict[str, Any]]
+    messages: Annotated[list[dict[str, Any]], msgspec.Meta(max_length=MAX_MESSAGES)]
     max_completion_tokens: MaxTokens | None = None
     logprobs: bool = False
     top_logprobs: Annotated[int, msgspec.Meta(ge=0)] | None = None
@@ -125,6 +137,7 @@ class ChatCompletionRequest(_Common, kw_only=True):
                     f"top_logprobs is {self.top_logprobs}; at most {max_top_logprobs} is allowed",
                     param="top_logprobs",
                 )
+        check_request_schemas(chat_schemas(self.response_format, self.tools))
         tools, tool_choice = checked_tools(self.tools, self.tool_choice)
         if self.parallel_tool_calls is not None and not tools:
             raise InvalidInput(
@@ -183,6 +196,11 @@ def _message(index: int, message: dict[str, Any]) -> dict[str, Any]:
     content = message.get("content")
     calls = message.get("tool_calls") if role == "assistant" else None
     if isinstance(content, list):
+        if len(content) > MAX_CONTENT_PARTS:
+            raise InvalidInput(
+                f"{param}.content has {len(content)} parts; at most {MAX_CONTENT_PARTS}",
+                param=f"{param}.content",
+            )
         content = "".join(_text_part(param, part) for part in content)
     if content is None and calls:
         content = ""  # an assistant turn that only called tools
@@ -211,6 +229,11 @@ def _tool_calls(param: str, calls: Any) -> list[dict[str, Any]]:
     """An assistant turn's `tool_calls`, each a function with a name and JSON arguments."""
     if not isinstance(calls, list):
         raise InvalidInput(f"{param}.tool_calls must be a list", param=f"{param}.tool_calls")
+    if len(calls) > MAX_TOOL_CALLS:
+        raise InvalidInput(
+            f"{param}.tool_calls has {len(calls)} calls; at most {MAX_TOOL_CALLS}",
+            param=f"{param}.tool_calls",
+        )
     checked = []
     for i, call in enumerate(calls):
         function = call.get("function") if isinstance(call, dict) else None
@@ -246,19 +269,10 @@ Kind = Literal["chat", "completion"]
 
 def decode_body(raw: bytes, kind: Kind) -> ChatCompletionRequest | CompletionRequest:
     """Decode and validate a JSON body; every failure is an OpenAI-shaped 400."""
-    try:
-        raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise InvalidInput(f"request body is not valid UTF-8 (byte {exc.start})") from exc
     schema: type[ChatCompletionRequest] | type[CompletionRequest] = (
         ChatCompletionRequest if kind == "chat" else CompletionRequest
     )
-    try:
-        request = msgspec.json.decode(raw, type=schema)
-    except msgspec.ValidationError as exc:
-        raise InvalidInput(str(exc), param=_param_of(str(exc))) from exc
-    except msgspec.DecodeError as exc:
-        raise InvalidInput(f"request body is not valid JSON: {exc}") from exc
+    request = decode_json(raw, schema, _param_of)
     request.check_common()
     return request
 

@@ -74,16 +74,21 @@ QUEUE_DEPTH = Gauge(
     "Requests the gateway holds for an engine, not yet sent to it.",
     ["engine"],
 )
-ENGINE_IN_FLIGHT_CAP = Gauge(
-    "loraplex_engine_in_flight_cap",
-    "Requests this API process lets run on an engine at once (its adaptive admission cap).",
-    ["engine"],
+ADMISSION_PLACES = Gauge(
+    "loraplex_admission_places",
+    "Requests this API process lets run at once on the engines of a base model: the places "
+    "its admission core hands out (docs/admission.md).",
+    ["base_model"],
 )
-ENGINE_CAP_TARGET = Gauge(
-    "loraplex_engine_ttft_target_seconds",
-    "The median TTFT this API process's adaptive cap holds an engine to (learned from idle "
-    "requests unless LORAPLEX_ENGINE_TTFT_SLO_S is set).",
-    ["engine"],
+ADMISSION_IN_FLIGHT = Gauge(
+    "loraplex_admission_in_flight",
+    "Requests this API process has admitted to the engines of a base model and not finished.",
+    ["base_model"],
+)
+ADMISSION_WAITING = Gauge(
+    "loraplex_admission_waiting",
+    "Requests waiting in this API process for a place on the engines of a base model.",
+    ["base_model"],
 )
 GC_PAUSE = Histogram(
     "loraplex_gc_pause_seconds",
@@ -92,28 +97,54 @@ GC_PAUSE = Histogram(
     ["generation"],
     buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0),
 )
-ENGINE_CAP_TAIL_TARGET = Gauge(
-    "loraplex_engine_ttft_tail_target_seconds",
-    "The TTFT over which this API process's adaptive cap counts a first token as a tail "
-    "miss (1.75x the idle requests' 90th percentile; unset with LORAPLEX_ENGINE_TTFT_SLO_S).",
-    ["engine"],
-)
-ENGINE_BURST_LIMIT = Gauge(
-    "loraplex_engine_prefill_burst_limit",
-    "How many requests this API process lets wait for their first token on an engine at "
-    "once for a tenant its cap just shed (learned from bursts too slow; unset until one is).",
-    ["engine"],
-)
-ENGINE_CAP_CUTS = Counter(
-    "loraplex_engine_in_flight_cap_cuts",
-    "Times this API process cut an engine's adaptive cap, by reason "
-    "(slow_first_tokens | slow_tail | engine_queue).",
-    ["engine", "reason"],
+EVENT_LOOP_LAG = Histogram(
+    "loraplex_event_loop_lag_seconds",
+    "How late the API's event loop ran a timer it had set: while it is late, every stream on "
+    "the process waits (a check or a parse holding the loop).",
+    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0),
 )
 ADMISSION_REJECTIONS = Counter(
     "loraplex_admission_rejections",
     "Requests refused at admission, by reason (e.g. rpm, tpm, concurrency, overload).",
     ["reason", "tenant"],
+)
+# Demand per rank class (an engine's max_lora_rank; a handful of values, "none" where no
+# registered engine fits), the autoscaling signal: the gate holds and sheds the excess
+# itself, so an engine's own queue stays short however much more the class is asked for.
+# Updated by `loraplex.gateway.admission.demand`.
+RANK_CLASS_IN_FLIGHT = Gauge(
+    "loraplex_rank_class_in_flight",
+    "Requests this API process has admitted for a rank class and not yet ended.",
+    ["rank_class"],
+)
+RANK_CLASS_WAITING = Gauge(
+    "loraplex_rank_class_waiting",
+    "Requests of a rank class waiting at this API process's gate for a place under the "
+    "engines' in-flight caps.",
+    ["rank_class"],
+)
+RANK_CLASS_ADMITTED = Counter(
+    "loraplex_rank_class_admitted",
+    "Requests this API process admitted for a rank class.",
+    ["rank_class"],
+)
+RANK_CLASS_SHED = Counter(
+    "loraplex_rank_class_shed",
+    "Requests of a rank class this API process shed for load (503), by reason "
+    "(engine_busy | waited_too_long | overload).",
+    ["rank_class", "reason"],
+)
+RANK_CLASS_TTFT = Histogram(
+    "loraplex_rank_class_ttft_seconds",
+    "Time from the engine request's start to its first token, by the engine's rank class.",
+    ["rank_class"],
+    buckets=TTFT_BUCKETS,
+)
+RANK_CLASS_TTFT_OVER_TARGET = Counter(
+    "loraplex_rank_class_ttft_over_target",
+    "First tokens slower than the TTFT SLO admission holds their engines to, "
+    "by rank class; over loraplex_rank_class_ttft_seconds_count, the share that missed it.",
+    ["rank_class"],
 )
 # Each `reason` of ADMISSION_REJECTIONS: the status the client got, and why, for the admin UI.
 REJECTION_REASONS: dict[str, tuple[int, str]] = {
@@ -123,21 +154,52 @@ REJECTION_REASONS: dict[str, tuple[int, str]] = {
     "concurrency": (429, "at its limit of requests in flight"),
     "streams": (429, "at its limit of open streams"),
     "too_large": (429, "one request larger than its tokens per minute"),
-    "engine_concurrency": (503, "shed for load: the engines at their in-flight cap"),
-    "engine_burst": (503, "shed for load: a burst from a tenant the cap just shed"),
+    "budget": (429, "its money budget would be passed (docs/budgets.md)"),
+    "engine_busy": (503, "shed for load: no place on the engines for a tenant at its share"),
+    "waited_too_long": (503, "shed for load: waited for a place on the engines past its wait"),
     "overload": (503, "shed for load: estimated time to first token over the SLO"),
     "limiter_unavailable": (503, "the quota store (Redis) did not answer"),
+    "resume_streams": (429, "at its limit of resumed streams read at once"),
+    "resume_limiter_unavailable": (503, "the quota store (Redis) did not answer a resume"),
 }
+# Every limit that refuses a tenant's request, by the limit's name, so an operator sees who
+# tripped what: admission's quotas (the `reason`s above), resume readers, sign-in throttles,
+# the Redis connection cap. A refusal with no tenant known (a sign-in) counts as NO_TENANT.
+TENANT_LIMIT_REFUSALS = Counter(
+    "loraplex_tenant_limit_refusals",
+    "Requests refused by a per-tenant or platform limit, by tenant and limit (reason).",
+    ["tenant", "reason"],
+)
+
+
+def count_limit_refusal(reason: str, tenant: str = NO_TENANT) -> None:
+    """Count one refusal by limit `reason` for `tenant` (a label from `TenantLabeler`)."""
+    TENANT_LIMIT_REFUSALS.labels(tenant, reason).inc()
+
+
 ADAPTER_LOADS = Counter(
     "loraplex_adapter_loads",
-    "Adapter loads into a tier (disk | loaded | active), by result (ok | failed).",
+    "Adapter loads made, by the tier loaded into (disk: fetched from the object store onto "
+    "a node's disk; loaded: read into an engine's host memory; active: swapped into a GPU "
+    "slot, as placement models the engine's slots) and result (ok | error). A request that "
+    "finds its adapter where it needs it adds none: loraplex_adapter_cache_hits counts requests.",
     ["tier", "result"],
 )
 ADAPTER_LOAD_SECONDS = Histogram(
     "loraplex_adapter_load_seconds",
-    "Time to bring an adapter into a tier.",
-    ["tier"],
+    "Time one load into a tier took (loaded: with the fetch when the node's agent made "
+    "both), by the engine's rank class (its max LoRA rank).",
+    ["tier", "rank_class"],
     buckets=LOAD_BUCKETS,
+)
+# Engines are few, so an engine label is safe; adapters are not, so they are counted, never
+# named (the engines page lists them: serving/live/view.py).
+ADAPTERS_WAITING = Gauge(
+    "loraplex_adapters_waiting",
+    "Adapters with requests routed to an engine by this API process and not yet released to "
+    "it, by what they wait for: load (an engine load, or a host slot to load into) or "
+    "gpu_slot (loaded, every GPU slot busy with others).",
+    ["engine", "waiting_for"],
 )
 EVICTIONS = Counter(
     "loraplex_adapter_evictions",
@@ -154,6 +216,21 @@ STREAM_ABORTS = Counter(
     "Streams ended early, by reason (disconnect, slow_client, timeouts, engine_error).",
     ["reason"],
 )
+FAILOVERS = Counter(
+    "loraplex_stream_failovers",
+    "Streams whose engine failed after the first token, by reason (engine_died, "
+    "engine_error, silent, or drained: its engine is draining) and outcome (continued, "
+    "no_engine, complete, or why the answer could not be continued exactly: "
+    "docs/failover.md).",
+    ["reason", "outcome"],
+)
+# The gap a client saw in its stream at a failover: the failure's detection (an idle
+# timeout, or an instant for a dropped connection) plus the continuation's prefill.
+FAILOVER_GAP_SECONDS = Histogram(
+    "loraplex_stream_failover_gap_seconds",
+    "Seconds between the last piece of output before a failover and the first after it.",
+    buckets=(0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0),
+)
 FINE_TUNE_JOBS = Gauge(
     "loraplex_fine_tune_jobs",
     "Fine-tune jobs by status, refreshed from the database.",
@@ -163,6 +240,18 @@ QUOTA_USAGE = Gauge(
     "loraplex_quota_usage_ratio",
     "Fraction of a tenant's limit in use (1.0 = at the limit), by limit name.",
     ["tenant", "limit"],
+)
+PROBE_FAILURES = Counter(
+    "loraplex_probe_failures",
+    "Probe replays whose greedy answers differed from the recorded ones on a majority of "
+    "the probes, by engine and scope (adapter | base).",
+    ["engine", "scope"],
+)
+PROBES_FAILING = Gauge(
+    "loraplex_probes_failing",
+    "Subjects (adapter versions, or the base model) an engine is out of rotation for "
+    "because its last probe replay failed.",
+    ["engine"],
 )
 
 
@@ -198,6 +287,22 @@ class TenantLabeler:
     def num_named(self) -> int:
         """How many tenants have a label of their own."""
         return len(self._named)
+
+
+def count_adapter_loads(found: str, into: str, result: str = "ok") -> list[str]:
+    """Count the loads that brought an adapter from tier `found` up to `into`, one per tier
+    passed (none when it was there already); returns those tiers."""
+    passed = list(TIERS[TIERS.index(found) + 1 : TIERS.index(into) + 1])
+    for tier in passed:
+        ADAPTER_LOADS.labels(tier, result).inc()
+    return passed
+
+
+def observe_adapter_load(found: str, into: str, rank_class: str, seconds: float) -> None:
+    """Count a finished load from `found` up to `into` and time it under its top tier."""
+    passed = count_adapter_loads(found, into)
+    if passed:
+        ADAPTER_LOAD_SECONDS.labels(passed[-1], rank_class).observe(seconds)
 
 
 def observe_request(

@@ -18,7 +18,8 @@ import click
     "--host",
     default="127.0.0.1",
     show_default=True,
-    help="Bind address; beyond loopback LORAPLEX_AGENT_TOKEN must be set.",
+    help="Bind address; beyond loopback the agent must register itself (--register-with) "
+    "or LORAPLEX_AGENT_TOKEN be set.",
 )
 @click.option("--port", type=int, default=8200, show_default=True)
 @click.option(
@@ -37,7 +38,11 @@ import click
     help="API base URL to register this engine with (and heartbeat to); without it, "
     "register the engine by hand with agent_url pointing here.",
 )
-@click.option("--name", default=None, help="Engine name [default: this host's name].")
+@click.option(
+    "--name",
+    default=None,
+    help="Engine name, the one the node credential was minted for [default: this host's name].",
+)
 @click.option(
     "--advertise-url",
     default=None,
@@ -84,11 +89,16 @@ def agent(
 
     The object store comes from the usual LORAPLEX_* settings. With --register-with, the
     agent registers its engine with the API, heartbeats, re-registers after an engine
-    restart (placement then loads back what it held) and deregisters on shutdown. Callers
-    must send LORAPLEX_AGENT_TOKEN as a bearer token, and so does the agent to the API.
+    restart (placement then loads back what it held) and deregisters on shutdown, with its
+    own node credential (LORAPLEX_NODE_CREDENTIAL, from `loraplex nodes mint <name>`), which
+    may register only that engine name. Callers of the agent (the API processes) must send
+    as a bearer token the secret it made at start and registered (only with --register-with),
+    or LORAPLEX_AGENT_TOKEN when that is set here; the agent sends LORAPLEX_ENGINE_API_KEY to
+    its engine.
     """
     import uvicorn
 
+    from loraplex.auth.agent_token import new_agent_secret
     from loraplex.connections import open_object_store
     from loraplex.serving.agent_app import AgentExposed, check_bind, create_agent_app
     from loraplex.serving.agent_registration import Registrar, Registration
@@ -99,8 +109,10 @@ def agent(
     from loraplex.settings import Settings
 
     settings = Settings.from_env()
+    # Registered, the agent accepts the secret it sends the API (and the shared token if set).
+    secret = new_agent_secret() if api_url else ""
     try:
-        check_bind(host, settings.agent_token)
+        check_bind(host, settings.agent_token or secret)
     except AgentExposed as exc:
         raise click.UsageError(str(exc)) from exc
     cache = DiskCache(
@@ -117,14 +129,15 @@ def agent(
         max_lora_rank=0,
         gpu_slots=0,
         host_slots=0,
-        driver=make_driver(engine_kind, engine_url),
+        driver=make_driver(engine_kind, engine_url, api_key=settings.engine_api_key or None),
         healthy=True,
     )
     registrar = None
     if api_url:
-        if not settings.agent_token or not base_model:
+        if not settings.node_credential or not base_model:
             raise click.UsageError(
-                "--register-with needs LORAPLEX_AGENT_TOKEN (the API's) and --base-model"
+                "--register-with needs LORAPLEX_NODE_CREDENTIAL (an operator mints it for this "
+                "engine's name: `loraplex nodes mint <name>`) and --base-model"
             )
         registration = Registration(
             name=name or socket.gethostname().lower(),
@@ -135,11 +148,15 @@ def agent(
             max_lora_rank=max_lora_rank,
             gpu_slots=gpu_slots,
             host_slots=host_slots,
+            agent_secret=secret,
         )
         registrar = Registrar(
-            api_url, settings.agent_token, registration, f"{engine_url.rstrip('/')}/health",
+            api_url, settings.node_credential, registration, f"{engine_url.rstrip('/')}/health",
             heartbeat_s=settings.agent_heartbeat_s, on_restart=lambda: handle.loaded.clear(),
         )  # fmt: skip
     logging.getLogger("httpx").setLevel(logging.WARNING)  # not a line per heartbeat
-    app = create_agent_app(handle, LocalOps(cache), settings.agent_token, registrar)
+    app = create_agent_app(
+        handle, LocalOps(cache), settings.agent_token, registrar,
+        node_credential=settings.node_credential, drain_wait_s=settings.total_timeout_s,
+    )  # fmt: skip
     uvicorn.run(app, host=host, port=port)

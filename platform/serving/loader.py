@@ -25,6 +25,7 @@ class Placement(NamedTuple):
     name: str  # engine-side adapter name, for GenerateRequest.adapter
     tier: Tier  # LOADED (already on the engine), DISK (node cache) or COLD (object store)
     seconds: float  # time spent in ensure_on_engine
+    made_load: bool = False  # this caller started the load (others waiting on it share it)
 
     @property
     def tier_label(self) -> str:
@@ -64,6 +65,7 @@ async def ensure_on_engine(
     if name in handle.loaded:
         return Placement(name, Tier.LOADED, time.perf_counter() - started)
     task = handle.loading.get(name)
+    made_load = task is None
     if task is None:
         tier = Tier.DISK if version_id in cache else Tier.COLD
         task = asyncio.create_task(
@@ -73,7 +75,7 @@ async def ensure_on_engine(
         task.add_done_callback(lambda done: _load_finished(handle, name, done))
     # Shielded: one caller giving up must not cancel the load the others are waiting on.
     tier = await asyncio.shield(task)
-    return Placement(name, tier, time.perf_counter() - started)
+    return Placement(name, tier, time.perf_counter() - started, made_load)
 
 
 async def _load(

@@ -2,7 +2,19 @@
 
 The poller is the I/O around `loraplex.serving.health`: it calls the drivers, feeds the
 outcomes to each engine's `HealthTracker`, and writes state changes (and a throttled
-heartbeat) to the engine's database row.
+heartbeat) to the engine's database row. For an engine whose agent reports its health
+(`reported_healthy`), the health check is that report: the engine's own health route (on
+SGLang a one-token generation) is called by its agent alone, not by every API process;
+here only the cheap calls remain (adapter list, queue gauges), and their failing still
+counts, so a host that dies with its agent leaves rotation as fast as before. An engine no
+agent reports on gets its health route only every `health_route_every_s`; the rounds
+between make the cheap calls alone (an engine that stops answering fails those too).
+
+Before an engine first enters rotation, and again each time it comes back after leaving it
+(a restart may bring other flags), the poller asks it what it was started with and holds
+its registration against that (facts_check.py): an engine that was silent when registered,
+or restarted on another model or with other slots, stays out, with the reason logged once
+and shown as its `last_error`.
 """
 
 from __future__ import annotations
@@ -19,6 +31,7 @@ from sqlalchemy import update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from loraplex.db.models import Engine, EngineStatus
+from loraplex.serving.engines.facts_check import Problem, problems
 from loraplex.serving.health import HealthRule, HealthTracker, HeartbeatSchedule, Transition
 
 if TYPE_CHECKING:
@@ -42,9 +55,12 @@ class HealthPoller:
         heartbeat_every_s: float = 30.0,
         session_factory: SessionFactory | None = None,
         clock: Callable[[], float] = time.monotonic,
+        health_route_every_s: float = 0.0,
     ) -> None:
         self.rule = rule or HealthRule()
         self.probe_timeout_s = probe_timeout_s
+        self.health_route_every_s = health_route_every_s  # 0: every round
+        self._health_route_at: dict[str, float] = {}
         self.session_factory = session_factory
         self.clock = clock
         self.heartbeats = HeartbeatSchedule(heartbeat_every_s)
@@ -57,8 +73,12 @@ class HealthPoller:
     async def probe(self, handle: EngineHandle) -> Transition | None:
         """Probe one engine and apply the outcome; never raises."""
         ok, detail = await self._check(handle)
-        transition = self._tracker(handle.id).observe(ok)
-        handle.healthy = self._tracker(handle.id).healthy
+        tracker = self._tracker(handle.id)
+        # Facts that disagree take it out at once, not after `failures_to_unhealthy` rounds.
+        transition = tracker.force_down() if handle.facts_mismatch else tracker.observe(ok)
+        handle.healthy = tracker.healthy
+        if transition is Transition.DOWN:
+            handle.facts_confirmed = None  # ask again when it comes back
         handle.last_error = "" if ok else detail
         if transition is not None:
             log.warning("engine %s is %s: %s", handle.name, transition, detail or "answering")
@@ -70,6 +90,7 @@ class HealthPoller:
         transition = self._tracker(handle.id).force_down()
         handle.healthy = False
         handle.last_error = reason
+        handle.facts_confirmed = None
         if transition is not None:
             log.warning("engine %s taken out of rotation: %s", handle.name, reason)
             await self._persist(handle, transition)
@@ -77,24 +98,53 @@ class HealthPoller:
     def forget(self, engine_id: str) -> None:
         """Drop the state of an engine that left the registry."""
         self._trackers.pop(engine_id, None)
+        self._health_route_at.pop(engine_id, None)
         self.heartbeats.forget(engine_id)
 
     async def _check(self, handle: EngineHandle) -> tuple[bool, str]:
         """(answering, why not): a health probe, then the adapter list if it answered."""
         try:
             async with asyncio.timeout(self.probe_timeout_s):
-                health = await handle.driver.health()
-                if not health.healthy:
-                    return False, health.detail or "engine reports not ready"
+                if handle.reported_healthy is None and self._health_route_due(handle):
+                    health = await handle.driver.health()
+                    if not health.healthy:
+                        return False, health.detail or "engine reports not ready"
+                elif handle.reported_healthy is False:
+                    return False, "its agent reports the engine not answering"
+                if handle.facts_confirmed != handle.claim:
+                    claim = handle.claim
+                    found = problems(claim, await handle.driver.reported_facts())
+                    if found:  # registered while it was down, or restarted with other flags
+                        return False, self._facts_mismatch(handle, found)
+                    handle.facts_confirmed, handle.facts_mismatch = claim, ""
                 before = set(handle.loaded)
                 self._refresh_loaded(handle, await handle.driver.list_loaded(), before)
                 handle.engine_load = await self._queue_depth(handle)
-                handle.engine_load_probes += 1
         except TimeoutError:
             return False, f"no answer within {self.probe_timeout_s:g} s"
         except Exception as exc:  # a probe must never kill the poller
             return False, f"{type(exc).__name__}: {exc}"
         return True, ""
+
+    @staticmethod
+    def _facts_mismatch(handle: EngineHandle, found: list[Problem]) -> str:
+        """Note why the engine's own facts keep it out; log it when the reason is new."""
+        reason = "its registration disagrees with the engine: " + "; ".join(
+            f"{p.param}: {p.message}" for p in found
+        )
+        if reason != handle.facts_mismatch:
+            log.warning("engine %s kept out of rotation: %s", handle.name, reason)
+        handle.facts_mismatch = reason
+        return reason
+
+    def _health_route_due(self, handle: EngineHandle) -> bool:
+        """Whether to call the engine's health route this round (on SGLang a generation).
+        An engine out of rotation is checked every round, so it comes back at once."""
+        now, last = self.clock(), self._health_route_at.get(handle.id)
+        if handle.healthy and last is not None and now - last < self.health_route_every_s:
+            return False
+        self._health_route_at[handle.id] = now
+        return True
 
     @staticmethod
     async def _queue_depth(handle: EngineHandle) -> EngineLoad | None:

@@ -5,7 +5,10 @@ Engines come from two places: `LORAPLEX_ENGINES` (fixed for the life of the proc
 replica converges). A background task probes each one; an engine that stops answering
 leaves `candidates()` and comes back when it answers again. An engine its agent registered
 also leaves them while the agent is silent, and is deleted once it has been silent long
-enough (agent_liveness.py).
+enough (agent_liveness.py). Its agent is its health prober: the probe here takes the
+agent's report instead of calling the engine's health route, and the engine leaves
+`candidates()` as soon as the report (or a drain) reaches this process: at once through the
+change feed (`sync_now`), else at the next read of the table.
 """
 
 from __future__ import annotations
@@ -24,9 +27,11 @@ from typing import Any
 from sqlalchemy import delete, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from loraplex.auth.agent_token import open_agent_secret
 from loraplex.db.models import BaseModel, Engine
 from loraplex.serving.agent_liveness import AgentState, agent_state
 from loraplex.serving.engines import EngineDriver, EngineLoad, make_driver
+from loraplex.serving.engines.facts_check import Claim
 from loraplex.serving.health import HealthRule
 from loraplex.serving.poller import HealthPoller, SessionFactory
 from loraplex.settings import EngineEndpoint, Settings
@@ -37,6 +42,9 @@ DriverFactory = Callable[[str, str], EngineDriver]  # (kind, url) -> driver
 # Settings engines have no database row; a stable id derived from the name lets the API and
 # the gateway address them like registered ones, across restarts and replicas.
 SETTINGS_NAMESPACE = uuid.UUID("5b0c4a53-7c1e-4f43-9b7e-6c1a0e0f6a11")
+# An engine no agent reports on gets its health route (on SGLang a one-token generation)
+# every this many poll rounds; the rounds between make only the cheap calls.
+HEALTH_ROUTE_EVERY_ROUNDS = 5
 
 
 class EngineSource(enum.StrEnum):
@@ -61,23 +69,40 @@ class EngineHandle:
     driver: EngineDriver
     healthy: bool = False  # unknown until the first probe answers
     in_flight: int = 0  # requests the gateway has sent and not finished
-    in_flight_cap: int | None = None  # this process's admission cap for it (None: no cap)
-    cap_target_ms: float | None = None  # the median TTFT the adaptive cap holds (None: unknown)
-    cap_tail_target_ms: float | None = None  # first tokens over it are its tail misses
-    burst_limit: int | None = None  # prefills at once for a heavy tenant (None: none)
-    cap_cuts: int = 0  # times the adaptive cap has fallen in this process
-    cap_last_cut: str = ""  # "12 -> 6: why", the last of them
-    cap_last_cut_at: datetime | None = None
     loaded: set[str] = field(default_factory=set)  # engine-side adapter names
     last_error: str = ""
     # What the engine itself last reported running and queued (its /metrics), or None.
     engine_load: EngineLoad | None = None
-    engine_load_probes: int = 0  # how many probes have set `engine_load`: numbers each one
     source: EngineSource = EngineSource.DATABASE
     agent_url: str = ""
     agent: AgentState = AgentState.OPERATOR  # STALE keeps it out of rotation
+    # The agent's last report of the engine's health; None: this process probes it itself.
+    reported_healthy: bool | None = None
+    draining: bool = False  # its agent is draining it: no new requests (agent_drain.py)
+    probe_failed: bool = False  # its base model's probes gave other answers (probes/)
+    reported_at: datetime | None = None  # the heartbeat `reported_healthy` and `draining` came in
     # Engine-side name -> the load in progress, so concurrent requests share one load.
     loading: dict[str, asyncio.Task[Any]] = field(default_factory=dict, repr=False)
+    # The kind, base model, rank and slots the engine itself last confirmed (facts_check.py);
+    # until it confirms the registered ones, the poller keeps it out of rotation. Forgotten
+    # when the engine leaves rotation, so an engine back from a restart is asked again.
+    facts_confirmed: Claim | None = None
+    facts_mismatch: str = ""  # why the engine's own facts keep it out ("": they do not)
+    base_source: str = ""  # where its base model was registered from (a path or URI)
+    # The secret its agent registered: sent to that agent instead of the shared agent token
+    # (serving/live/ops.py). "": an operator's engine, or an agent from before it existed.
+    agent_secret: str = field(default="", repr=False)
+
+    @property
+    def claim(self) -> Claim:
+        """What the registration says about the engine, as facts_check compares it. An
+        engine from LORAPLEX_ENGINES is not held to its base model's name: it has no
+        registration to refuse, and its operator may name the pool as they like."""
+        base = self.base_model if self.persisted else ""
+        return Claim.of(
+            self.kind, self.max_lora_rank, self.gpu_slots, self.host_slots,
+            base, self.base_source,
+        )  # fmt: skip
 
     @property
     def adapter_slots(self) -> int:
@@ -89,8 +114,14 @@ class EngineHandle:
 
     @property
     def in_rotation(self) -> bool:
-        """Whether requests may go to it: it answers, and its agent (if any) is heard."""
-        return self.healthy and self.agent is not AgentState.STALE
+        """Whether requests may go to it: it answers, is not draining, and its agent (if
+        any) is heard."""
+        return (
+            self.healthy
+            and not self.draining
+            and not self.probe_failed
+            and self.agent is not AgentState.STALE
+        )
 
     @property
     def persisted(self) -> bool:
@@ -101,6 +132,13 @@ class EngineHandle:
 def settings_engine_id(name: str) -> str:
     """The stable id of an engine listed in settings."""
     return str(uuid.uuid5(SETTINGS_NAMESPACE, name))
+
+
+def keyed_driver_factory(api_key: str) -> DriverFactory:
+    """Drivers that send `api_key` to their engines (plain `make_driver` without one)."""
+    if not api_key:
+        return make_driver
+    return lambda kind, url: make_driver(kind, url, api_key=api_key)
 
 
 def handle_from_endpoint(endpoint: EngineEndpoint, driver_factory: DriverFactory) -> EngineHandle:
@@ -119,8 +157,15 @@ def handle_from_endpoint(endpoint: EngineEndpoint, driver_factory: DriverFactory
     )
 
 
-def handle_from_row(row: Engine, base_model: str, driver_factory: DriverFactory) -> EngineHandle:
-    """A handle for an engine registered in the database."""
+def handle_from_row(
+    row: Engine,
+    base_model: str,
+    driver_factory: DriverFactory,
+    base_source: str = "",
+    agent_secret: str = "",
+) -> EngineHandle:
+    """A handle for an engine registered in the database (its base model registered from
+    `base_source`; its agent's secret, opened, `agent_secret`)."""
     return EngineHandle(
         id=str(row.id),
         name=row.name,
@@ -132,6 +177,11 @@ def handle_from_row(row: Engine, base_model: str, driver_factory: DriverFactory)
         host_slots=row.host_slots,
         driver=driver_factory(str(row.kind), row.url),
         agent_url=row.agent_url,
+        reported_healthy=row.engine_healthy if row.agent_seen_at is not None else None,
+        draining=row.draining,
+        reported_at=row.agent_seen_at,
+        base_source=base_source,
+        agent_secret=agent_secret,
     )
 
 
@@ -152,8 +202,11 @@ class EngineRegistry:
         agent_forget_after_s: float = 300.0,
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        health_route_every_s: float = 0.0,
+        agent_secret_key: str = "",
     ) -> None:
         self.interval_s = interval_s
+        self.agent_secret_key = agent_secret_key  # opens agents' secrets (auth/agent_token.py)
         self.session_factory = session_factory
         self.driver_factory = driver_factory
         # Often enough that a silent agent's engine leaves rotation about on time.
@@ -168,8 +221,12 @@ class EngineRegistry:
             heartbeat_every_s=heartbeat_every_s,
             session_factory=session_factory,
             clock=clock,
+            health_route_every_s=health_route_every_s,
         )
         self._engines: dict[str, EngineHandle] = {}
+        # What admission holds for an engine, for the engines page (set by the composition
+        # root to the gate's `engine_view`; None: this process admits nothing).
+        self.admission_view: Callable[[EngineHandle], Any] | None = None
         self._loop_task: asyncio.Task[None] | None = None
         self._side_tasks: set[asyncio.Task[Any]] = set()
         self._last_db_sync: float | None = None
@@ -180,15 +237,19 @@ class EngineRegistry:
         settings: Settings,
         *,
         session_factory: SessionFactory | None = None,
-        driver_factory: DriverFactory = make_driver,
+        driver_factory: DriverFactory | None = None,
     ) -> EngineRegistry:
-        """A registry holding the engines of `LORAPLEX_ENGINES`, polled at the set interval."""
+        """A registry holding the engines of `LORAPLEX_ENGINES`, polled at the set interval;
+        its drivers send `LORAPLEX_ENGINE_API_KEY` unless `driver_factory` says otherwise."""
+        driver_factory = driver_factory or keyed_driver_factory(settings.engine_api_key)
         registry = cls(
             interval_s=settings.engine_health_interval_s,
             session_factory=session_factory,
             driver_factory=driver_factory,
             agent_stale_after_s=settings.agent_stale_after_s,
             agent_forget_after_s=settings.agent_forget_after_s,
+            health_route_every_s=settings.engine_health_interval_s * HEALTH_ROUTE_EVERY_ROUNDS,
+            agent_secret_key=settings.secret_key,
         )
         for endpoint in settings.engines:
             registry.add(handle_from_endpoint(endpoint, driver_factory))
@@ -229,6 +290,11 @@ class EngineRegistry:
         if handle is not None:
             await self.poller.force_down(handle, reason)
 
+    def sync_now(self) -> None:
+        """Re-read the engines table now (another process heard an engine drain or fail)."""
+        self._last_db_sync = None
+        self._spawn(self._sync_from_db_if_due())
+
     async def poll_once(self) -> None:
         """One round of probes over every engine."""
         await self.poller.poll(list(self._engines.values()))
@@ -238,13 +304,15 @@ class EngineRegistry:
         of engines whose agent has been silent past `agent_forget_after_s`."""
         rows = (
             await session.execute(
-                select(Engine, BaseModel.name).join(BaseModel, Engine.base_model_id == BaseModel.id)
+                select(Engine, BaseModel.name, BaseModel.source).join(
+                    BaseModel, Engine.base_model_id == BaseModel.id
+                )
             )
         ).all()
         now = self.wall_clock()
         seen: set[str] = set()
         lost = []
-        for row, base_model in rows:
+        for row, base_model, base_source in rows:
             state = agent_state(
                 row.agent_seen_at, now, self.agent_stale_after_s, self.agent_forget_after_s
             )
@@ -252,7 +320,7 @@ class EngineRegistry:
                 lost.append(row.id)
                 continue
             seen.add(str(row.id))
-            await self.adopt(row, base_model)
+            await self.adopt(row, base_model, base_source)
             self._engines[str(row.id)].agent = state
         if lost:  # any replica may do it; deleting a deleted row deletes nothing
             log.warning("forgetting %d engine(s) whose agent went silent", len(lost))
@@ -304,17 +372,41 @@ class EngineRegistry:
             log.warning("could not read the engines table: %s", exc)
             self._last_db_sync = self.clock()
 
-    async def adopt(self, row: Engine, base_model: str) -> None:
+    async def adopt(self, row: Engine, base_model: str, base_source: str = "") -> None:
         """Keep a known engine's live state; rebuild its handle only if its address changed."""
         current = self._engines.get(str(row.id))
+        secret = open_agent_secret(self.agent_secret_key, row.name, row.agent_secret_sealed)
         if current is not None and (current.url, current.kind) == (row.url, str(row.kind)):
             current.name, current.base_model = row.name, base_model
+            current.base_source = base_source
             current.max_lora_rank, current.agent_url = row.max_lora_rank, row.agent_url
             current.gpu_slots, current.host_slots = row.gpu_slots, row.host_slots
+            self._take_report(current, row, secret)
             return
         if current is not None:
             await self.retire(current.id)
-        self.add(handle_from_row(row, base_model, self.driver_factory))
+        self.add(handle_from_row(row, base_model, self.driver_factory, base_source, secret))
+
+    def _take_report(self, handle: EngineHandle, row: Engine, agent_secret: str) -> None:
+        """Adopt the agent's report of its engine's health and drain, and its secret; a
+        change acts now."""
+        seen = row.agent_seen_at
+        if seen is not None and handle.reported_at is not None and seen < handle.reported_at:
+            # A read of the table that began before the heartbeat this process just took
+            # committed: its older report must not undo the newer one.
+            return
+        handle.reported_at, handle.draining = seen, row.draining
+        handle.agent_secret = agent_secret
+        reported = row.engine_healthy if seen is not None else None
+        before, handle.reported_healthy = handle.reported_healthy, reported
+        if reported is False and before is not False:
+            # Out now; the tracker and the row follow in a task of their own: this may run
+            # inside the transaction that holds the engine's row (a heartbeat's), which the
+            # poller's own write would wait for.
+            handle.healthy = False
+            self._spawn(self.poller.force_down(handle, "its agent reports the engine down"))
+        elif reported and before is not True and not handle.healthy:
+            self._spawn(self.poller.probe(handle))  # back in rotation without a round's wait
 
     def _spawn(self, coroutine: Any) -> None:
         task = asyncio.create_task(coroutine)

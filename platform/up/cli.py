@@ -26,8 +26,10 @@ from typing import Any
 import click
 import httpx
 
+from loraplex.connections import open_object_store
 from loraplex.serving.engines.launcher import EngineConfig, read_pid, stop_engine
 from loraplex.settings import Settings
+from loraplex.up.base_model import prepare_base_model
 from loraplex.up.children import ChildFailed, Process, Supervisor, stop_leftovers, tail
 from loraplex.up.demo import (
     ADAPTERS,
@@ -37,7 +39,13 @@ from loraplex.up.demo import (
     adapter_dir,
     train_adapter,
 )
-from loraplex.up.engine import ENGINE_PORT, EngineChild, cannot_run_here, engine_config
+from loraplex.up.engine import (
+    ENGINE_PORT,
+    EngineChild,
+    cannot_run_here,
+    engine_api_key,
+    engine_config,
+)
 from loraplex.up.layout import BASE_MODEL, Layout
 from loraplex.up.ready import print_ready
 from loraplex.workers.cli import ALL_QUEUES
@@ -101,6 +109,11 @@ def up(
     engine = None if no_engine else engine_config(layout, engine_port)
     if reset:
         reset_data(layout, engine)
+    if engine is not None:  # the API authenticates to the engine with the same key
+        key = engine_api_key(layout, settings.engine_api_key)
+        settings, engine = replace(settings, engine_api_key=key), replace(engine, api_key=key)
+        if not settings.admission_profiles:  # its engine runs on this CPU: the CPU profile
+            settings = replace(settings, admission_profiles=f"{engine.kind}={engine.kind}-cpu")
     why_not = None if engine is None else cannot_run_here()
     if why_not:
         raise UpError(
@@ -156,7 +169,7 @@ def start_platform(
     with step("database", timings):
         operator_key = prepare_database(settings, layout)
     with step("base model", timings):
-        make_model(layout)
+        prepare_base_model(open_object_store(settings), layout, say)
     engine_thread = None
     if engine is not None:
         say(f"- engine: SGLang on CPU at {engine.url} (log: {engine.log_file})")
@@ -292,23 +305,6 @@ def ensure_operator(settings: Settings, layout: Layout, credentials: Credentials
         with os.fdopen(fd, "w") as out:
             out.write(key + "\n")
     return path.read_text().strip()
-
-
-def make_model(layout: Layout) -> None:
-    """Generate the base model once, in a child process, into place atomically."""
-    import subprocess
-
-    if (layout.model_dir / "config.json").exists():
-        return
-    partial = layout.model_dir.with_name(layout.model_dir.name + ".partial")
-    shutil.rmtree(partial, ignore_errors=True)
-    layout.logs.mkdir(parents=True, exist_ok=True)
-    with open(layout.log_of("model"), "ab") as out:
-        subprocess.run(
-            [sys.executable, "-m", "loraplex.cli", "dev", "make-model", str(partial)],
-            stdout=out, stderr=subprocess.STDOUT, check=True,
-        )  # fmt: skip
-    partial.replace(layout.model_dir)
 
 
 def api_process(settings: Settings, layout: Layout, env: dict[str, str], url: str) -> Process:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import platform
+import secrets
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +22,9 @@ from loraplex.up.layout import Layout
 ENGINE_PORT = 8200  # not SGLang's 30000 nor the test suite's 8100-8110
 
 
-def engine_config(layout: Layout, port: int, host: str = "127.0.0.1") -> EngineConfig:
+def engine_config(
+    layout: Layout, port: int, host: str = "127.0.0.1", api_key: str = ""
+) -> EngineConfig:
     """The CPU engine of the embedded platform: SGLang, rank class 64, its state in the data
     dir, its environment the project's shared `.venv-sglang` (installed once, reused)."""
     return EngineConfig(
@@ -30,7 +34,24 @@ def engine_config(layout: Layout, port: int, host: str = "127.0.0.1") -> EngineC
         host=host,
         max_lora_rank=64,
         state_dir=layout.engine_dir,
+        api_key=api_key,
     )
+
+
+def engine_api_key(layout: Layout, configured: str) -> str:
+    """The key `up`'s engine is started with and the API sends: LORAPLEX_ENGINE_API_KEY when
+    set, else one made on the first run and kept, owner-only, in the engine's state dir (an
+    engine a previous run left running keeps answering to it)."""
+    if configured:
+        return configured
+    path = layout.engine_api_key
+    if path.exists():
+        return path.read_text().strip()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    key = secrets.token_urlsafe(32)
+    with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as out:
+        out.write(key)
+    return key
 
 
 def cannot_run_here() -> str | None:

@@ -40,6 +40,11 @@ class Layout:
         return self.root / "engine-up"
 
     @property
+    def engine_api_key(self) -> Path:
+        """The engine's `--api-key`, made on the first run (owner-only)."""
+        return self.engine_dir / "api-key"
+
+    @property
     def demo_dir(self) -> Path:
         """The demo's trained adapters and training file."""
         return self.root / "demo"

@@ -14,16 +14,18 @@ from __future__ import annotations
 
 import secrets
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import httpx
 import pytest
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from loraplex.adapters.facts import facts_to_json, read_base_model_facts
 from loraplex.bench.server import api_process
+from loraplex.db.config import sqlalchemy_config
 from loraplex.settings import Settings
 from tests.conftest import Api
 from tests.support.adapter_api import upload_files
@@ -77,6 +79,14 @@ class Served:
     def operator(self) -> dict[str, str]:
         """Authorization for the operator key."""
         return {"Authorization": f"Bearer {self.operator_key}"}
+
+
+@pytest.fixture
+async def sessions(settings: Settings) -> AsyncIterator[async_sessionmaker[AsyncSession]]:
+    """Sessions on the test database, outside the app (as a worker or a CLI has them)."""
+    config = sqlalchemy_config(settings)
+    yield config.create_session_maker()
+    await config.get_engine().dispose()
 
 
 @pytest.fixture(scope="session")

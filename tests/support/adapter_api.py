@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import secrets
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,18 @@ async def ensure_tiny_base(operator: Any) -> str:
     response = await operator.post("/api/v1/base-models", json=body)
     assert response.status_code in (201, 409), response.text
     return TINY_BASE.name
+
+
+async def upload_training_file(api: Any, rows: list[dict[str, Any]]) -> str:
+    """Upload `rows` as a tenant's JSONL fine-tuning file through `/v1/files`; its id."""
+    data = "".join(json.dumps(row) + "\n" for row in rows).encode()
+    uploaded = await api.post(
+        "/v1/files",
+        files={"file": ("train.jsonl", data, "application/jsonl")},
+        data={"purpose": "fine-tune"},
+    )
+    assert uploaded.status_code == 200, uploaded.text
+    return str(uploaded.json()["id"])
 
 
 async def create_adapter(

@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 from loraplex.serving.engines import (
+    AdapterNotLoaded,
     EngineHealth,
     EngineLoad,
     EngineUnavailable,
     GenerateChunk,
     GenerateRequest,
 )
+from loraplex.serving.engines.reported_facts import EngineSilent, ReportedFacts
 from loraplex.serving.registry import EngineHandle
 
 
@@ -23,6 +27,7 @@ class FakeDriver:
         self.kind = kind
         self.url = url
         self.base_takes_a_slot = kind == "sglang"  # as the real drivers say
+        self.continues_by_token_ids = False  # it returns no token ids
         self.up = True
         self.hang = False  # health() never answers
         self.adapters: dict[str, Path] = {}
@@ -32,6 +37,12 @@ class FakeDriver:
         self.list_gate: asyncio.Event | None = None  # set by a test to hold list_loaded
         self.list_started = asyncio.Event()
         self.closed = False
+        # Answer from the weights (the loaded folder's bytes) and the prompt, as a real
+        # engine's greedy output depends on them, instead of echoing the adapter's name.
+        self.answers_by_weights = False
+        self.base_weights = b"base"  # what the base model's answers derive from
+        # What the engine says it was started with (registration checks claims against it).
+        self.reported = ReportedFacts(kind=kind)
 
     def restart(self) -> None:
         """The engine process came back empty, as a restarted engine does."""
@@ -42,6 +53,12 @@ class FakeDriver:
         if self.hang:
             await asyncio.Event().wait()
         return EngineHealth(self.up, 0.0, "" if self.up else "connection refused")
+
+    async def reported_facts(self) -> ReportedFacts:
+        """`reported`, while up."""
+        if not self.up:
+            raise EngineSilent("connection refused")
+        return self.reported
 
     async def list_loaded(self) -> set[str]:
         """The adapters held now."""
@@ -68,9 +85,21 @@ class FakeDriver:
         self.adapters.pop(name, None)
 
     async def generate(self, request: GenerateRequest) -> AsyncIterator[GenerateChunk]:
-        """One chunk echoing the adapter name."""
+        """One chunk: the adapter name echoed, or the answer its weights give."""
         self._check_up()
-        yield GenerateChunk(text=request.adapter or "base", finish_reason="stop")
+        yield GenerateChunk(text=self._answer(request), finish_reason="stop")
+
+    def _answer(self, request: GenerateRequest) -> str:
+        if not self.answers_by_weights:
+            return request.adapter or "base"
+        weights = self.base_weights
+        if request.adapter is not None:
+            path = self.adapters.get(request.adapter)
+            if path is None:
+                raise AdapterNotLoaded(f"adapter {request.adapter} is not loaded")
+            weights += b"".join(f.read_bytes() for f in sorted(path.iterdir()) if f.is_file())
+        prompt = json.dumps(request.messages if request.is_chat else request.prompt)
+        return hashlib.sha256(weights + prompt.encode()).hexdigest()[:24]
 
     async def abort(self, rid: str) -> None:
         """Nothing to stop."""

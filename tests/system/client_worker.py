@@ -47,6 +47,7 @@ def stream(http: httpx.Client, command: dict[str, Any]) -> dict[str, Any]:
     """One SSE request read to its end; the status, every `data:` payload and the timings."""
     started = time.monotonic()
     events: list[str] = []
+    arrived_s: list[float] = []  # each event's arrival, from the start
     first_event_s, error = None, None
     with http.stream(
         command.get("method", "POST"),
@@ -65,6 +66,7 @@ def stream(http: httpx.Client, command: dict[str, Any]) -> dict[str, Any]:
             for line in response.iter_lines():
                 if line.startswith("data:"):
                     events.append(line[5:].strip())
+                    arrived_s.append(time.monotonic() - started)
                     first_event_s = first_event_s or time.monotonic() - started
                     if leave_after is not None and len(events) >= leave_after:
                         break  # leaving the `with` closes the connection mid-stream
@@ -75,6 +77,7 @@ def stream(http: httpx.Client, command: dict[str, Any]) -> dict[str, Any]:
     return {
         "status": 200,
         "events": events,
+        "arrived_s": arrived_s,
         "error": error,
         "first_event_s": first_event_s,
         "elapsed_s": time.monotonic() - started,

@@ -6,7 +6,8 @@ and the S3 server; `api1` and `api2` each run `loraplex api` against them; `engi
 registers the engine with an API host, heartbeats, and loads adapters from the object store
 into its own disk cache; `client` sends the traffic through `ClientHost`, a long-lived HTTP
 agent inside its namespace. Every service can be stopped, killed and started again by the
-drills.
+drills. As shipped, no process holds the shared `LORAPLEX_AGENT_TOKEN`: each agent accepts
+only the secret it made at start and registered, which the API hosts send it.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from loraplex.serving.engines.launcher import EngineConfig, server_command, server_env
+from loraplex.serving.engines.priority import lower_busy_waiters
 from loraplex.settings import Settings
 from tests.support.netns import Network, Process
 from tests.support.s3_server import ACCESS_KEY, REGION, SECRET_KEY
@@ -39,7 +41,7 @@ API_HOSTS = ("api1", "api2")
 ENGINE_HOSTS = ("engine1", "engine2")
 FAKE_MODEL = "loraplex-fake"  # the base model the stand-in engines serve
 ENGINE_PORT, AGENT_PORT = 8000, 8200
-AGENT_TOKEN = secrets.token_urlsafe(24)  # shared by API processes and agents
+METRICS_TOKEN = secrets.token_urlsafe(24)  # Prometheus sends it to scrape the API (prometheus.py)
 # Two more engine hosts run the real thing: vLLM's CPU build on the development model, each
 # with its agent. Started only for the drill that needs them (a minute of CPU on 2 cores).
 REAL_ENGINE_HOSTS = ("vllm1", "vllm2")
@@ -49,6 +51,8 @@ REAL_MODEL = REAL_MODEL_DIR.name  # the model id vLLM serves (the folder's name)
 REGISTERS_WITH = {"engine1": "api1", "engine2": "api2", "vllm1": "api1", "vllm2": "api2"}
 # A small node cache, so a soak over many adapters makes the agents evict.
 AGENT_CACHE_BYTES = 2 * 2**20  # about three and a half of the tests' adapters
+
+CONSOLE_SECRET = secrets.token_urlsafe(32)  # the same on every API host
 
 
 class ClientHost:
@@ -259,7 +263,8 @@ class Cluster:
             s3_region=REGION,
             s3_access_key_id=ACCESS_KEY,
             s3_secret_access_key=SECRET_KEY,
-            engine_adaptive_cap=False,
+            secret_key=CONSOLE_SECRET,  # outside local mode a placeholder refuses to start
+            engine_admission=False,
             ratelimit_fail_mode=self.api_modes.get(host, "closed"),
             concurrency_lease_s=5.0,  # the API-host drill waits for a dead host's lease
             # A cut link shows no error, only silence: these bound how long a stream waits
@@ -267,7 +272,7 @@ class Cluster:
             # for a stream that is only slow on a loaded 2-core host.
             ttft_timeout_s=8.0,
             idle_timeout_s=4.0,
-            agent_token=AGENT_TOKEN,
+            metrics_token=METRICS_TOKEN,
             agent_heartbeat_s=1.0,
             agent_stale_after_s=6.0,
         )
@@ -397,17 +402,23 @@ class Cluster:
         """Start vLLM's CPU server on `host` (the suite's engine venv and model); return at
         once: `wait_for_real_engine` waits for it, so two can start side by side."""
         config = self.real_engine_config(host)
+        # vLLM's `auto` binding puts every engine's worker on core 0: one restarting beside
+        # another that serves got no CPU at all (seen on 2 cores). One core each.
+        core = REAL_ENGINE_HOSTS.index(host) % (os.cpu_count() or 1)
+        bind = {"VLLM_CPU_OMP_THREADS_BIND": str(core)}
         self.services[host] = self.network.start(
             host,
             "vllm",
             server_command(config),
-            env=server_env(config, os.environ),
+            env={**server_env(config, os.environ), **bind},
             cwd=str(REPO),
             group=True,  # its engine-core worker dies with it, as with the host
         )
 
     def wait_for_real_engine(self, host: str, timeout_s: float = 240.0) -> None:
-        """Wait until the client host sees `host`'s real engine healthy."""
+        """Wait until the client host sees `host`'s real engine healthy, then lower its
+        spinning EngineCore's priority as the launcher does (engines/priority.py): at normal
+        priority it starved the other engine host's restart of CPU (seen on 2 cores)."""
         assert self.client is not None
         health = f"{self.engine_url(host)}/health"
         self._wait_for(
@@ -415,6 +426,7 @@ class Cluster:
             self.services[host],
             timeout_s=timeout_s,
         )
+        lower_busy_waiters(self.services[host].pid, self.real_engine_config(host).scheduler_nice)
 
     def real_engine_config(self, host: str) -> EngineConfig:
         """The launcher's config of the real engine on `host`."""
@@ -427,24 +439,32 @@ class Cluster:
             state_dir=self.workdir / host / "engine",
         )
 
-    def start_agent(self, host: str, kind: str = "vllm", base_model: str = FAKE_MODEL) -> None:
-        """Start `loraplex agent --register-with` on `host` and wait until it registered."""
+    def start_agent(
+        self, host: str, kind: str = "vllm", base_model: str = FAKE_MODEL, max_lora_rank: int = 64
+    ) -> None:
+        """Start `loraplex agent --register-with` on `host` and wait until it registered.
+
+        It listens on every address of the host, loopback too: the pod's preStop hook calls
+        `http://127.0.0.1:8200/drain` (agent_drain.py)."""
         ip = self.network.hosts[host].ip
         (self.workdir / host).mkdir(exist_ok=True)
+        # Each agent registers with a credential of its own, good for its engine name only.
+        credential = self.loraplex("api1", "nodes", "mint", host).strip().splitlines()[-1]
         self.services[f"{host}-agent"] = self.network.start(
             host,
             "agent",
             [
                 sys.executable, "-m", "loraplex.cli", "agent",
                 "--engine-url", self.engine_url(host), "--engine-kind", kind,
-                "--host", ip, "--port", str(AGENT_PORT),
+                "--host", "0.0.0.0", "--port", str(AGENT_PORT),
+                "--advertise-url", f"http://{ip}:{AGENT_PORT}",
                 "--cache-dir", str(self.agent_cache(host)),
                 "--cache-bytes", str(AGENT_CACHE_BYTES),
                 "--register-with", self.api_url(REGISTERS_WITH[host]),
                 "--name", host, "--base-model", base_model,
-                "--max-lora-rank", "64", "--gpu-slots", "4", "--host-slots", "8",
+                "--max-lora-rank", str(max_lora_rank), "--gpu-slots", "4", "--host-slots", "8",
             ],
-            env=self.env(host),
+            env={**self.env(host), "LORAPLEX_NODE_CREDENTIAL": credential},
             cwd=str(REPO),
         )  # fmt: skip
         assert self.client is not None

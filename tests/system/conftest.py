@@ -12,7 +12,6 @@ import os
 import secrets
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -20,6 +19,7 @@ import pytest
 from loraplex.adapters.facts import facts_to_json, read_base_model_facts
 from loraplex.serving.engines.launcher import ensure_model, ensure_venv
 from tests.support.netns import leftovers, why_unavailable
+from tests.support.tenants import Tenant
 from tests.system import report
 from tests.system.cluster import (
     API_HOSTS,
@@ -58,19 +58,6 @@ def cluster() -> Iterator[Cluster]:
         assert not left, f"the topology left these behind: {left}"
         if report.table():
             print(f"\n[system] drills\n{report.table()}")
-
-
-@dataclass(frozen=True)
-class Tenant:
-    """A tenant made on the cluster, with an admin + inference key."""
-
-    id: str
-    key: str
-
-    @property
-    def headers(self) -> dict[str, str]:
-        """Its bearer header."""
-        return {"Authorization": f"Bearer {self.key}"}
 
 
 def _ok(reply: dict[str, Any]) -> dict[str, Any]:

@@ -12,6 +12,22 @@ from a directory that must hold its files, `/v1/models` lists what is loaded (ca
 parent), and a request naming an adapter that is not loaded is a 404. A restarted stand-in
 holds none, as a restarted engine does.
 
+`POST /misbehave {"model": <adapter name>, "status": 500}` makes every generation of that
+adapter answer with that status, `{"model": ..., "first_token_s": 0.5}` holds each one that
+long before it answers, `{"model": ..., "say": "wrong"}` makes each token `wrong` instead of
+the engine's name (the canary drill's bad versions); `{"model": ...}` alone heals it.
+
+`greedy` in the prompt makes the answer the same on every engine, as a greedy answer is:
+each token is a function of the token ids before it (`t<id> `); `die=N` makes the engine
+that serves it drop the connection after N tokens (no finish, no end of the chunked body),
+as a killed engine does. With `return_token_ids` (vLLM's option) a greedy stream's first
+chat chunk carries `prompt_token_ids` and each chunk its `token_ids`; `/v1/completions` takes a prompt
+of token ids and continues from them, so the gateway's failover can continue an answer here.
+
+SIGTERM stops it as SGLang stops (docs/engines.md §6): `/health` answers 503 at once, new
+generations are refused with a 503, the streams in flight run to their end, then it exits.
+`/metrics` counts them (running) throughout, as the engines' queue gauges do.
+
 Run: `python fake_engine.py --host IP --port 8000 --name engine1 --model loraplex-fake`.
 """
 
@@ -21,33 +37,75 @@ import argparse
 import asyncio
 import json
 import re
+import signal
 import time
 from pathlib import Path
 from typing import Any
 
-STATS = {"held": 0, "streaming": 0, "served": 0}
+STATS = {"held": 0, "streaming": 0, "served": 0, "refused": 0}
+STOPPING = asyncio.Event()  # SIGTERM came: refuse new work, finish what is in flight
 LOADED: dict[str, str] = {}  # adapter name -> the directory it was loaded from
+MISBEHAVING: dict[str, dict[str, Any]] = {}  # adapter name -> {"status": ..., "first_token_s"}
+
+
+class Dropped(Exception):
+    """The stream was told to die: the connection is cut with no proper end."""
+
+
+def prompt_text(body: dict[str, Any]) -> str:
+    """The last user message, or the prompt when it is text."""
+    messages = body.get("messages") or [{"content": body.get("prompt", "")}]
+    content = messages[-1].get("content", "")
+    return content if isinstance(content, str) else ""
+
+
+def prompt_ids(body: dict[str, Any]) -> list[int]:
+    """The prompt as token ids: the ids a continuation sends, or one id per character (a
+    `die=N` is a fault to inject, not part of the prompt: the answer stays the same)."""
+    prompt = body.get("prompt")
+    if isinstance(prompt, list):
+        return [int(i) for i in prompt]
+    return [ord(c) % 1000 for c in re.sub(r"\s*die=\d+", "", prompt_text(body))]
+
+
+def greedy_token(ids: list[int]) -> int:
+    """The next token of a greedy answer: it depends on every id before it, in order."""
+    value = len(ids)
+    for token in ids:
+        value = (value * 131 + token) % 65_521
+    return value % 1000
 
 
 def pacing(body: dict[str, Any], name: str) -> tuple[int, float, bool]:
     """(tokens, seconds between tokens, held before the first token) from the request."""
-    messages = body.get("messages") or [{"content": body.get("prompt", "")}]
-    text = str(messages[-1].get("content", ""))
+    text = prompt_text(body)
     tokens = int(m.group(1)) if (m := re.search(r"tokens=(\d+)", text)) else 3
+    if isinstance(body.get("prompt"), list):  # a continuation: as many as it asks for
+        tokens = int(body.get("max_tokens") or tokens)
     every = float(m.group(1)) if (m := re.search(r"every=([\d.]+)", text)) else 0.01
     held = re.search(rf"hold={re.escape(name)}\b", text) is not None
     return min(tokens, int(body.get("max_tokens") or tokens)), every, held
 
 
-def chunk(name: str, model: str, content: str | None, finish: str | None, n: int) -> bytes:
-    """One SSE chunk of a chat stream, with running usage (continuous_usage_stats)."""
+def chunk(
+    model: str,
+    content: str | None,
+    finish: str | None,
+    n: int,
+    extra: dict[str, Any],
+    **top: Any,
+) -> bytes:
+    """One SSE chunk of a chat stream, with running usage (continuous_usage_stats); `extra`
+    goes on the choice (its token ids), `top` on the chunk (the prompt's)."""
+    choice = {"index": 0, "delta": {"content": content}, "finish_reason": finish, **extra}
     document = {
         "id": "fake",
         "object": "chat.completion.chunk",
         "created": int(time.time()),
         "model": model,
-        "choices": [{"index": 0, "delta": {"content": content}, "finish_reason": finish}],
+        "choices": [choice],
         "usage": {"prompt_tokens": 3, "completion_tokens": n},
+        **top,
     }
     return f"data: {json.dumps(document)}\n\n".encode()
 
@@ -58,9 +116,13 @@ async def send_chunk(writer: asyncio.StreamWriter, data: bytes) -> None:
     await writer.drain()
 
 
-async def generate(writer: asyncio.StreamWriter, body: dict[str, Any], args: Any) -> None:
-    """Stream (or answer whole) one generation, paced by its prompt."""
+async def generate(
+    writer: asyncio.StreamWriter, body: dict[str, Any], args: Any, say: str | None = None
+) -> None:
+    """Stream (or answer whole) one generation, paced by its prompt; each token is the
+    engine's name, or `say`."""
     tokens, every, held = pacing(body, args.name)
+    word = say or args.name
     if not body.get("stream"):
         await asyncio.sleep(tokens * every)
         reply = {
@@ -70,7 +132,7 @@ async def generate(writer: asyncio.StreamWriter, body: dict[str, Any], args: Any
             "choices": [
                 {
                     "index": 0,
-                    "message": {"role": "assistant", "content": f"{args.name} " * tokens},
+                    "message": {"role": "assistant", "content": whole_answer(body, word, tokens)},
                     "finish_reason": "length",
                 }
             ],
@@ -89,15 +151,49 @@ async def generate(writer: asyncio.StreamWriter, body: dict[str, Any], args: Any
             STATS["held"] -= 1
     STATS["streaming"] += 1
     try:
-        for n in range(1, tokens + 1):
-            await send_chunk(writer, chunk(args.name, args.model, f"{args.name} ", None, n))
-            await asyncio.sleep(every)
-        await send_chunk(writer, chunk(args.name, args.model, None, "length", tokens))
-        await send_chunk(writer, b"data: [DONE]\n\n")
-        await send_chunk(writer, b"")
+        await stream_tokens(writer, body, args.model, word, tokens, every)
     finally:
         STATS["streaming"] -= 1
         STATS["served"] += 1
+
+
+def whole_answer(body: dict[str, Any], word: str, tokens: int) -> str:
+    """A non-streamed answer: greedy tokens for a `greedy` prompt, else `word` repeated."""
+    if "greedy" not in prompt_text(body):
+        return f"{word} " * tokens
+    ids, pieces = prompt_ids(body), []
+    for _ in range(tokens):
+        ids.append(greedy_token(ids))
+        pieces.append(f"t{ids[-1]} ")
+    return "".join(pieces)
+
+
+async def stream_tokens(
+    writer: asyncio.StreamWriter, body: dict[str, Any], model: str, word: str, tokens: int,
+    every: float,
+) -> None:  # fmt: skip
+    """The chunks of one stream: `word` or greedy tokens, cut after `die=N` tokens."""
+    text = prompt_text(body)
+    greedy = "greedy" in text or isinstance(body.get("prompt"), list)
+    die = int(m.group(1)) if (m := re.search(r"die=(\d+)", text)) else None
+    # Only a greedy answer is the same on every engine, so only its ids are given: the
+    # drills' answers (each token the engine's name) end at a kill as before failover.
+    with_ids = greedy and bool(body.get("return_token_ids"))
+    ids = prompt_ids(body)
+    if with_ids and body.get("messages") is not None:  # vLLM: on the role chunk
+        await send_chunk(writer, chunk(model, "", None, 0, {}, prompt_token_ids=list(ids)))
+    for n in range(1, tokens + 1):
+        if n - 1 == die:
+            raise Dropped
+        token = greedy_token(ids) if greedy else 0
+        ids.append(token)
+        piece = f"t{token} " if greedy else f"{word} "
+        extra = {"token_ids": [token]} if with_ids else {}
+        await send_chunk(writer, chunk(model, piece, None, n, extra))
+        await asyncio.sleep(every)
+    await send_chunk(writer, chunk(model, None, "length", tokens, {}))
+    await send_chunk(writer, b"data: [DONE]\n\n")
+    await send_chunk(writer, b"")
 
 
 async def respond(writer: asyncio.StreamWriter, status: int, body: bytes, media: str) -> None:
@@ -112,7 +208,7 @@ async def route(
 ) -> None:
     """Answer one request."""
     if path == "/health":
-        await respond(writer, 200, b"", "text/plain")
+        await respond(writer, 503 if STOPPING.is_set() else 200, b"", "text/plain")
     elif path == "/v1/models":
         cards = [{"id": args.model, "object": "model", "root": args.model, "parent": None}]
         cards += [
@@ -137,11 +233,28 @@ async def route(
     elif method == "POST" and path in ("/v1/chat/completions", "/v1/completions"):
         body = json.loads(raw or b"{}")
         model = body.get("model")
+        if STOPPING.is_set():
+            STATS["refused"] += 1
+            error = {"error": {"message": "The server is shutting down.", "code": 503}}
+            await respond(writer, 503, json.dumps(error).encode(), "application/json")
+            return
         if model != args.model and model not in LOADED:
             error = {"error": {"message": f"The model `{model}` does not exist.", "code": 404}}
             await respond(writer, 404, json.dumps(error).encode(), "application/json")
             return
-        await generate(writer, body, args)
+        fault = MISBEHAVING.get(str(model), {})
+        await asyncio.sleep(float(fault.get("first_token_s", 0)))
+        if "status" in fault:
+            error = {"error": {"message": "the adapter misbehaves", "code": fault["status"]}}
+            await respond(
+                writer, int(fault["status"]), json.dumps(error).encode(), "application/json"
+            )
+            return
+        await generate(writer, body, args, fault.get("say"))
+    elif method == "POST" and path == "/misbehave":
+        fault = json.loads(raw or b"{}")
+        MISBEHAVING[str(fault.pop("model", ""))] = fault
+        await respond(writer, 200, b"{}", "application/json")
     else:
         await respond(writer, 404, b"{}", "application/json")
 
@@ -173,12 +286,14 @@ async def serve_connection(
             await route(writer, method, path.split("?")[0], raw, args)
     except (ConnectionError, asyncio.IncompleteReadError, ValueError):
         pass
+    except Dropped:
+        writer.transport.abort()  # a reset, not an orderly end: the engine died
     finally:
         writer.close()
 
 
 async def main() -> None:
-    """Serve until killed."""
+    """Serve until killed, or until SIGTERM and the last stream in flight ended."""
     parser = argparse.ArgumentParser()
     parser.add_argument("--host", required=True)
     parser.add_argument("--port", type=int, default=8000)
@@ -188,8 +303,11 @@ async def main() -> None:
     server = await asyncio.start_server(
         lambda r, w: serve_connection(r, w, args), args.host, args.port
     )
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, STOPPING.set)
     async with server:
-        await server.serve_forever()
+        await STOPPING.wait()
+        while STATS["streaming"] or STATS["held"]:
+            await asyncio.sleep(0.05)
 
 
 if __name__ == "__main__":

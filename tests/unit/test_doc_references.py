@@ -17,6 +17,8 @@ import tokenize
 from collections.abc import Iterator
 from pathlib import Path
 
+from tests.support.python_ast import parse
+
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 SCANNED = ["platform", "web", "workers", "adapters", "migrations", "deploy", "tests"]
@@ -49,7 +51,7 @@ def python_prose(source: str) -> str:
         return source
     parts.extend(t.string for t in tokens if t.type == tokenize.COMMENT)
     try:
-        tree = ast.parse(source)
+        tree = parse(source)
     except SyntaxError:
         return source
     for node in ast.walk(tree):

@@ -3,19 +3,52 @@
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime
+from enum import Enum
+from typing import Final
 from uuid import UUID
 
 from advanced_alchemy.repository import SQLAlchemyAsyncRepository
 from advanced_alchemy.service import SQLAlchemyAsyncRepositoryService
 from sqlalchemy import func, select
 
-from loraplex.control.adapters.schemas import ALIAS_PATTERN, AliasOut
+from loraplex.control.adapters.schemas import ALIAS_PATTERN, AliasOut, CanaryAnalysisIn
 from loraplex.control.audit.service import record
+from loraplex.control.canary.policy import CanaryPolicy, SampleEval
+from loraplex.control.canary.sample_eval import check_sample_eval
 from loraplex.control.tenants.service import limits_of
 from loraplex.db.models import Adapter, AdapterAlias, AdapterVersion, Tenant, VersionStatus
 from loraplex.errors import Conflict, InvalidInput, NotFound, QuotaExceeded
 
 RESERVED_ALIAS = "v"  # "v<N>" addresses a version number in `model` strings
+
+
+class Keep(Enum):
+    """The one value of KEEP."""
+
+    KEEP = "keep"
+
+
+KEEP: Final = Keep.KEEP  # set_canary(analysis=KEEP): the alias's analysis policy stays as is
+
+
+def canary_policy(analysis: CanaryAnalysisIn) -> CanaryPolicy:
+    """The analysis policy a request body asks for."""
+    sample = analysis.sample_eval
+    return CanaryPolicy(
+        analysis.window_s,
+        analysis.min_requests,
+        analysis.max_error_rate_diff,
+        analysis.max_ttft_p95_ratio,
+        None
+        if sample is None
+        else SampleEval(
+            sample.eval_id,
+            sample.sample_size,
+            sample.max_pass_rate_drop,
+            sample.max_completion_tokens,
+        ),
+    )
 
 
 class AliasService(SQLAlchemyAsyncRepositoryService[AdapterAlias]):
@@ -43,7 +76,7 @@ class AliasService(SQLAlchemyAsyncRepositoryService[AdapterAlias]):
                 "(64 at most)",
                 param="alias",
             )
-        if name[:1] == RESERVED_ALIAS and name[1:].isdigit():
+        if name[:1] == RESERVED_ALIAS and name[1:].isascii() and name[1:].isdigit():
             raise InvalidInput(f"alias '{name}' would read as a version number", param="name")
         version = await self._ready_version(adapter, number, "version")
         alias = await self.get_one_or_none(adapter_id=adapter.id, name=name)
@@ -55,6 +88,7 @@ class AliasService(SQLAlchemyAsyncRepositoryService[AdapterAlias]):
             alias.previous_version_id, alias.version_id = alias.version_id, version.id
             if alias.canary_version_id == version.id:  # promoting the canary ends the canary
                 alias.canary_version_id, alias.canary_weight = None, 0
+                alias.canary_started_at = None
             alias = await self.update(alias)
         record(
             self.repository.session,
@@ -91,18 +125,34 @@ class AliasService(SQLAlchemyAsyncRepositoryService[AdapterAlias]):
         return alias
 
     async def set_canary(
-        self, adapter: Adapter, name: str, number: int | None, weight: int, actor: str
+        self,
+        adapter: Adapter,
+        name: str,
+        number: int | None,
+        weight: int,
+        actor: str,
+        *,
+        analysis: CanaryPolicy | Keep | None = KEEP,
     ) -> AdapterAlias:
-        """Send `weight`% of the alias's traffic to version `number` (weight 0 ends the canary)."""
+        """Send `weight`% of the alias's traffic to version `number` (weight 0 ends the canary);
+        with an `analysis` policy the platform promotes or rolls it back (None: a person does)."""
         alias = await self.named(adapter, name)
+        if isinstance(analysis, CanaryPolicy) and analysis.sample_eval is not None:
+            await self._check_sample_eval(adapter.tenant_id, analysis.sample_eval)
+        if analysis is not KEEP:
+            alias.canary_policy = None if analysis is None else analysis.to_json()
         if weight == 0 or number is None:
             alias.canary_version_id, alias.canary_weight = None, 0
+            alias.canary_started_at = None
         else:
             version = await self._ready_version(adapter, number, "version")
             if version.id == alias.version_id:
                 raise InvalidInput(
                     f"version {number} is already the alias's target", param="version"
                 )
+            if alias.canary_version_id != version.id or alias.canary_started_at is None:
+                # A new canary (or one set before analysis existed): its figures start now.
+                alias.canary_started_at, alias.canary_decision = datetime.now(UTC), None
             alias.canary_version_id, alias.canary_weight = version.id, weight
         alias = await self.update(alias)
         record(
@@ -115,8 +165,21 @@ class AliasService(SQLAlchemyAsyncRepositoryService[AdapterAlias]):
             alias=name,
             version=number,
             weight=weight,
+            analysis=alias.canary_policy,
         )
         return alias
+
+    async def _check_sample_eval(self, tenant_id: UUID, sample: SampleEval) -> None:
+        """The tenant's own eval, able to grade live prompts, within its plan's answer bound."""
+        session = self.repository.session
+        await check_sample_eval(session, tenant_id, sample)
+        limit = (await limits_of(session, tenant_id)).get("max_tokens_per_request")
+        if limit is not None and sample.max_completion_tokens > limit:
+            raise InvalidInput(
+                f"analysis.sample_eval.max_completion_tokens is {sample.max_completion_tokens}; "
+                f"the plan allows at most {limit} per request",
+                param="analysis.sample_eval.max_completion_tokens",
+            )
 
     async def pin(self, adapter: Adapter, name: str, actor: str) -> AdapterAlias:
         """Keep the alias's versions resident, within the plan's `pinned_adapters`."""
@@ -213,6 +276,9 @@ class AliasService(SQLAlchemyAsyncRepositoryService[AdapterAlias]):
             canary_weight=alias.canary_weight,
             pinned=alias.pinned,
             updated_at=alias.updated_at,
+            canary_analysis=alias.canary_policy,
+            canary_started_at=alias.canary_started_at,
+            canary_decision=alias.canary_decision,
         )
 
     async def _numbers(self, ids: list[UUID | None]) -> dict[UUID | None, int]:

@@ -10,14 +10,16 @@ from advanced_alchemy.filters import LimitOffset, OrderBy
 from advanced_alchemy.service import OffsetPagination
 from litestar import Controller, Request, delete, get, post, put
 from litestar.di import Provide
-from litestar.response import Stream
+from litestar.response import Response, Stream
 
 from loraplex.adapters.store import ObjectStore
 from loraplex.api.downloads import stream_version_file
 from loraplex.api.multipart import save_multipart, upload_workdir
 from loraplex.auth import access
 from loraplex.auth.principal import Principal
-from loraplex.control.adapters.aliases import AliasService
+from loraplex.control.adapters.aliases import AliasService, canary_policy
+from loraplex.control.adapters.import_schemas import ImportOut
+from loraplex.control.adapters.imports import ImportService, is_json, read_import_request
 from loraplex.control.adapters.schemas import (
     AdapterCreate,
     AdapterOut,
@@ -29,7 +31,9 @@ from loraplex.control.adapters.schemas import (
 )
 from loraplex.control.adapters.service import AdapterService
 from loraplex.control.adapters.versions import VersionService
+from loraplex.cpu_pool import CpuPool
 from loraplex.db.models import Adapter, AdapterAlias, AdapterVersion
+from loraplex.finetune.queue import JobQueue
 from loraplex.settings import Settings
 
 ADAPTERS = "/api/v1/tenants/{tenant_id:uuid}/adapters"
@@ -51,6 +55,7 @@ class AdapterController(Controller):
         **providers.create_service_dependencies(AdapterService, key="adapters"),
         **providers.create_service_dependencies(VersionService, key="versions"),
         **providers.create_service_dependencies(AliasService, key="aliases"),
+        **providers.create_service_dependencies(ImportService, key="imports"),
         "target": Provide(provide_adapter),
     }
 
@@ -90,16 +95,33 @@ class AdapterController(Controller):
         store: ObjectStore,
         settings: Settings,
         principal: Principal,
-    ) -> VersionOut:
-        """Upload a version: `adapter_config.json` + `adapter_model.safetensors`, or one archive."""
+        cpu_pool: CpuPool,
+        imports: ImportService,
+        job_queue: JobQueue,
+    ) -> Response[VersionOut | ImportOut]:
+        """Upload a version: `adapter_config.json` + `adapter_model.safetensors`, or one
+        archive (201); or, as JSON, import it from a source (202 with the import job)."""
+        if is_json(request):
+            data = await read_import_request(request)
+            job = await imports.start(target, data, principal.actor, job_queue, settings)
+            return Response(await imports.to_out(target, job), status_code=202)
         with upload_workdir(settings.data_dir) as workdir:
             received = workdir / "received"
             received.mkdir()
             files, _ = await save_multipart(request, received, settings.max_upload_bytes)
             version = await versions.upload(
-                target, files, workdir, store, settings, principal.actor
+                target, files, workdir, store, settings, principal.actor, cpu=cpu_pool
             )
-        return versions.to_out(target, version)
+        return Response(versions.to_out(target, version), status_code=201)
+
+    @get(
+        ADAPTER + "/imports/{import_id:uuid}", operation_id="GetAdapterImport", opt=access.tenant()
+    )
+    async def get_import(
+        self, target: Adapter, import_id: UUID, imports: ImportService
+    ) -> ImportOut:
+        """An import job: its status, progress events, and the version it made or its error."""
+        return await imports.to_out(target, await imports.of_adapter(target, import_id))
 
     @get(ADAPTER + "/versions", operation_id="ListAdapterVersions", opt=access.tenant())
     async def list_versions(
@@ -207,8 +229,9 @@ class AdapterController(Controller):
         principal: Principal,
     ) -> AliasOut:
         """Send a share of the alias's traffic to a canary version (weight 0 ends it)."""
+        analysis = None if data.analysis is None else canary_policy(data.analysis)
         updated = await aliases.set_canary(
-            target, alias, data.version, data.weight, principal.actor
+            target, alias, data.version, data.weight, principal.actor, analysis=analysis
         )
         return await aliases.to_out(updated)
 

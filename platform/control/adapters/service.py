@@ -10,7 +10,7 @@ from sqlalchemy import func, select
 
 from loraplex.control.adapters.schemas import AdapterCreate, AdapterOut
 from loraplex.control.audit.service import record
-from loraplex.control.tenants.service import limits_of
+from loraplex.control.tenants.service import limits_of, lock_tenant
 from loraplex.db.models import Adapter, BaseModel
 from loraplex.errors import Conflict, InvalidInput, NotFound, QuotaExceeded
 
@@ -43,6 +43,7 @@ class AdapterService(SQLAlchemyAsyncRepositoryService[Adapter]):
         if await self.exists(tenant_id=tenant_id, name=data.name):
             raise Conflict(f"adapter '{data.name}' already exists", param="name")
         limit = (await limits_of(session, tenant_id)).get("max_adapters")
+        await lock_tenant(session, tenant_id)  # two creates at once must not both fit
         owned = await session.scalar(
             select(func.count()).select_from(Adapter).where(Adapter.tenant_id == tenant_id)
         )

@@ -35,7 +35,8 @@ from loraplex.control.adapters.storage import (
     version_prefix,
 )
 from loraplex.control.audit.service import record
-from loraplex.control.tenants.service import limits_of
+from loraplex.control.tenants.service import limits_of, lock_tenant
+from loraplex.cpu_pool import CpuPool, run_check
 from loraplex.db.models import (
     Adapter,
     AdapterAlias,
@@ -45,6 +46,7 @@ from loraplex.db.models import (
     VersionStatus,
 )
 from loraplex.errors import Conflict, NotFound, QuotaExceeded, Unavailable
+from loraplex.finetune.quota import finetune_bytes
 from loraplex.settings import Settings
 
 STORED_STATUSES = (
@@ -56,14 +58,14 @@ STORED_STATUSES = (
 
 
 async def stored_bytes(session: AsyncSession, tenant_id: UUID) -> int:
-    """Bytes of the tenant's versions that count against `max_storage_bytes`."""
+    """Bytes that count against `max_storage_bytes`: versions, training files, checkpoints."""
     used = await session.scalar(
         select(func.coalesce(func.sum(AdapterVersion.size_bytes), 0)).where(
             AdapterVersion.tenant_id == tenant_id,
             AdapterVersion.status.in_(STORED_STATUSES),
         )
     )
-    return int(used or 0)
+    return int(used or 0) + await finetune_bytes(session, tenant_id)
 
 
 class VersionService(SQLAlchemyAsyncRepositoryService[AdapterVersion]):
@@ -91,14 +93,15 @@ class VersionService(SQLAlchemyAsyncRepositoryService[AdapterVersion]):
         store: ObjectStore,
         settings: Settings,
         actor: str,
+        cpu: CpuPool | None = None,
+        source: VersionSource = VersionSource.UPLOAD,
     ) -> AdapterVersion:
-        """Unpack the uploaded files and store them as the adapter's next version."""
+        """Unpack the uploaded (or imported) files and store them as the adapter's next
+        version; the unpacking and the checks run in `cpu`'s worker processes."""
         limits = await self.validation_limits(adapter, settings)
-        clean = await anyio.to_thread.run_sync(
-            unpack_upload, sources, workdir / "clean", limits.max_bytes
-        )
+        clean = await run_check(cpu, unpack_upload, sources, workdir / "clean", limits.max_bytes)
         return await self.add_from_folder(
-            adapter, clean, store, settings, actor, source=VersionSource.UPLOAD
+            adapter, clean, store, settings, actor, source=source, cpu=cpu
         )
 
     async def add_from_folder(
@@ -111,12 +114,12 @@ class VersionService(SQLAlchemyAsyncRepositoryService[AdapterVersion]):
         *,
         source: VersionSource,
         job_id: UUID | None = None,
+        cpu: CpuPool | None = None,
     ) -> AdapterVersion:
         """Validate an adapter folder (an upload or fine-tune output); store it as a version."""
         limits = await self.validation_limits(adapter, settings)
-        facts = await anyio.to_thread.run_sync(
-            validate_adapter_dir, folder, facts_from_json(_facts_json(adapter)), limits
-        )
+        base = facts_from_json(_facts_json(adapter))
+        facts = await run_check(cpu, validate_adapter_dir, folder, base, limits)
         await self._check_storage_quota(adapter.tenant_id, facts.size_bytes)
         version = await self._register(adapter, facts, source, job_id)
         await self._store(version, folder, store, actor)
@@ -141,6 +144,7 @@ class VersionService(SQLAlchemyAsyncRepositoryService[AdapterVersion]):
         limit = (await limits_of(session, tenant_id)).get("max_storage_bytes")
         if limit is None:
             return
+        await lock_tenant(session, tenant_id)  # two uploads at once must not both fit
         used = await stored_bytes(session, tenant_id)
         if used + new_bytes > limit:
             raise QuotaExceeded(

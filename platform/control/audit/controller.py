@@ -48,7 +48,7 @@ class AuditController(Controller):
     @get(
         "/api/v1/tenants/{tenant_id:uuid}/audit",
         operation_id="ListTenantAudit",
-        opt=access.tenant(),
+        opt=access.tenant(after_deletion=True),
     )
     async def list_for_tenant(
         self, tenant_id: UUID, audit_service: AuditService, page: LimitOffset

@@ -14,7 +14,10 @@ from loraplex.control.audit.service import record
 from loraplex.db.models import BaseModel
 from loraplex.errors import Conflict, InvalidInput
 
-ModelName = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")]
+# `$(?!\n)`: msgspec matches patterns with re.search, where `$` also matches before a
+# trailing newline ("name\n" passed); the lookahead refuses it and, unlike `\Z`, means the
+# same in the OpenAPI document's (ECMA) regexes.
+ModelName = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$(?!\n)")]
 Positive = Annotated[int, msgspec.Meta(ge=1)]
 
 

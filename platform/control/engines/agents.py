@@ -2,7 +2,9 @@
 
 `loraplex agent --register-with <API URL>` PUTs its engine here on start and again every
 `heartbeat_s` (the same body: registration and heartbeat are one idempotent call), and
-DELETEs it on shutdown. The shared `LORAPLEX_AGENT_TOKEN` authenticates it; no API key.
+DELETEs it on shutdown. Its node credential authenticates it (no API key), and only for the
+engine name it was minted for (auth/node_credentials.py): the access guard refuses any other
+`{name}` before these handlers run.
 An engine whose agent goes silent leaves rotation, then is forgotten (agent_liveness.py).
 A heartbeat whose `engine_generation` changed means the engine restarted: this replica's
 placement loads again what it held, pinned versions first.
@@ -43,7 +45,9 @@ class AgentController(Controller):
     ) -> AgentRegistered:
         """Register the agent's engine, or take its heartbeat."""
         valid_name(name)
-        engine, restarted = await engines.register_from_agent(name, data, registry)
+        engine, restarted = await engines.register_from_agent(
+            name, data, registry, settings.secret_key
+        )
         await engines.repository.session.commit()
         if restarted and placement is not None:
             await placement.engine_restarted(str(engine.id))

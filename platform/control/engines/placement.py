@@ -22,6 +22,15 @@ PLACEMENT = "/api/v1/placement"
 PIN = PLACEMENT + "/pins/{version_id:uuid}"
 
 
+class WaitingAdapterOut(Output):
+    """An adapter with requests routed to an engine and not yet released to it."""
+
+    version_id: str
+    requests: int
+    waiting_s: float  # since its oldest such request was routed
+    waiting_for: str  # "load" (an engine load, or a host slot for one) | "gpu slot"
+
+
 class EnginePlacementOut(Output):
     """One engine's slots as placement sees them."""
 
@@ -37,6 +46,7 @@ class EnginePlacementOut(Output):
     running: int
     queued: int
     loading: int
+    waiting: list[WaitingAdapterOut] = []
 
 
 class VersionPlacementOut(Output):

@@ -11,10 +11,15 @@ import msgspec
 from loraplex.api.schemas import Input, Output
 from loraplex.db.models import EngineKind
 
-EngineName = Annotated[str, msgspec.Meta(pattern=r"^[a-z0-9][a-z0-9._-]{0,99}$")]
+EngineName = Annotated[str, msgspec.Meta(pattern=r"^[a-z0-9][a-z0-9._-]{0,99}$(?!\n)")]
 Url = Annotated[str, msgspec.Meta(min_length=1, max_length=500)]
 Rank = Annotated[int, msgspec.Meta(ge=1, le=1024)]
-Slots = Annotated[int, msgspec.Meta(ge=1, le=100_000)]
+# Above what any GPU holds today (SGLang's --max-loras-per-batch is tens; host slots hold
+# each adapter's weights in memory), far below what would make placement's tables huge.
+GpuSlots = Annotated[int, msgspec.Meta(ge=1, le=1024)]
+HostSlots = Annotated[int, msgspec.Meta(ge=1, le=8192)]
+# What `loraplex agent` makes (auth/agent_token.py: 43 URL-safe characters); no less than 32.
+AgentSecret = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9_-]{32,256}$(?!\n)")]
 
 
 class EngineCreate(Input):
@@ -25,8 +30,8 @@ class EngineCreate(Input):
     kind: EngineKind
     base_model: str
     max_lora_rank: Rank = 64
-    gpu_slots: Slots = 8  # SGLang --max-loras-per-batch, vLLM --max-loras
-    host_slots: Slots = 32  # SGLang --max-loaded-loras, vLLM --max-cpu-loras
+    gpu_slots: GpuSlots = 8  # SGLang --max-loras-per-batch, vLLM --max-loras
+    host_slots: HostSlots = 32  # SGLang --max-loaded-loras, vLLM --max-cpu-loras
     agent_url: Annotated[str, msgspec.Meta(max_length=500)] = ""
 
 
@@ -38,10 +43,17 @@ class AgentRegistration(Input):
     base_model: str
     agent_url: Url  # where API processes reach the agent
     max_lora_rank: Rank = 64
-    gpu_slots: Slots = 8
-    host_slots: Slots = 32
+    gpu_slots: GpuSlots = 8
+    host_slots: HostSlots = 32
     # Times the agent saw its engine come back after being down; a change means a restart.
     engine_generation: Annotated[int, msgspec.Meta(ge=0)] = 0
+    # What the agent's own probe of the engine saw (None: an agent that does not probe, so
+    # the API processes probe the engine themselves), and whether the agent is draining it.
+    engine_healthy: bool | None = None
+    draining: bool = False
+    # The agent's own secret: API processes send it (and to this agent only) when they call
+    # it. Absent from agents before it existed: they get the shared LORAPLEX_AGENT_TOKEN.
+    agent_secret: AgentSecret | None = None
 
 
 class AgentRegistered(Output):
@@ -50,6 +62,19 @@ class AgentRegistered(Output):
     engine_id: UUID
     heartbeat_s: float
     restarted: bool  # this heartbeat reported an engine restart; placement restores it
+
+
+class EngineAdmissionOut(Output):
+    """The engine's places, and its base model's pool in this API process."""
+
+    places: int  # requests it takes at once
+    prefill_places: int | None  # requests waiting for a first token at once (null: no bound)
+    source: str  # where `places` came from: "setting", "profile <name>", "slots" or "off"
+    pool_places: int  # the places of every engine serving its base model
+    pool_in_flight: int  # admitted and not finished, on those engines
+    pool_waiting: int  # waiting here for a place
+    tenants: int  # tenants holding a share of the pool now
+    ttft_slo_ms: float | None  # the TTFT the waits are cut to (null: none known)
 
 
 class EngineLiveOut(Output):
@@ -62,21 +87,9 @@ class EngineLiveOut(Output):
     # The engine's own gauges at the last probe (null when it serves no metrics).
     engine_running: float | None = None
     engine_waiting: float | None = None
-    # This API process's admission cap for the engine (adaptive: it moves with TTFT), and
-    # the median TTFT it holds the engine to (null with no adaptive cap, or until a first
-    # token when the target is learned), and the TTFT over which a first token is a miss of
-    # its tail (null with an operator's target, or until five idle requests are in).
-    in_flight_cap: int | None = None
-    in_flight_cap_target_ms: float | None = None
-    in_flight_cap_tail_target_ms: float | None = None
-    # For a tenant the cap just shed, how many requests may wait for their first token on it at
-    # once (null: none learned; it is learned from bursts whose first tokens missed the tail
-    # target).
-    prefill_burst_limit: int | None = None
-    # How often that cap has been cut here, and the last cut ("12 -> 6: why") and when.
-    in_flight_cap_cuts: int = 0
-    in_flight_cap_last_cut: str = ""
-    in_flight_cap_last_cut_at: datetime | None = None
+    # What this API process's admission gives the engine (null before its base model's
+    # first request here): docs/admission.md.
+    admission: EngineAdmissionOut | None = None
 
 
 class EngineOut(Output):

@@ -29,7 +29,7 @@ class ApiKeyController(Controller):
         self, tenant_id: UUID, data: KeyCreate, keys: ApiKeyService, principal: Principal
     ) -> KeyCreated:
         """Create a key; the response holds the secret, which is never shown again."""
-        return await keys.create_tenant_key(tenant_id, data, principal.actor)
+        return await keys.create_tenant_key(tenant_id, data, principal.actor, principal.user_id)
 
     @get(KEYS, operation_id="ListApiKeys", opt=access.tenant())
     async def list_keys(

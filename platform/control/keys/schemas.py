@@ -10,12 +10,18 @@ import msgspec
 
 from loraplex.api.schemas import Input, Output
 
+MAX_SCOPES = 8
+
 
 class KeyCreate(Input):
     """A new key for a tenant. Scopes: admin, read, inference, fine-tune."""
 
     name: Annotated[str, msgspec.Meta(min_length=1, max_length=100)]
-    scopes: list[str] = msgspec.field(default_factory=lambda: ["inference"])
+    # A handful of scopes exist: a longer list is refused, not deduplicated (a 1 MB list of
+    # "admin" made a key).
+    scopes: Annotated[list[str], msgspec.Meta(max_length=MAX_SCOPES)] = msgspec.field(
+        default_factory=lambda: ["inference"]
+    )
     expires_at: datetime | None = None
 
 

@@ -14,6 +14,7 @@ from loraplex.changes import Change, announce
 from loraplex.control.audit.service import record
 from loraplex.control.keys.schemas import KeyCreate, KeyCreated, KeyOut
 from loraplex.db.models import ApiKey
+from loraplex.db.models.keys import INFERENCE_USAGE
 from loraplex.errors import InvalidInput, NotFound
 
 
@@ -27,8 +28,19 @@ class ApiKeyService(SQLAlchemyAsyncRepositoryService[ApiKey]):
 
     repository_type = Repo
 
-    async def create_tenant_key(self, tenant_id: UUID, data: KeyCreate, actor: str) -> KeyCreated:
-        """Mint a key for a tenant; its scopes must be tenant scopes."""
+    async def create_tenant_key(
+        self,
+        tenant_id: UUID,
+        data: KeyCreate,
+        actor: str,
+        user_id: UUID | None = None,
+        *,
+        usage_kind: str = INFERENCE_USAGE,
+    ) -> KeyCreated:
+        """Mint a key for a tenant; its scopes must be tenant scopes. `user_id`: the user it
+        is made for (the console's signed-in user, or the user of the key that asks), whose
+        removal revokes it. `usage_kind`: what its tokens are in the tenant's spend (the
+        eval worker's keys: "eval"); never taken from a request."""
         unknown = sorted(set(data.scopes) - Scope.TENANT_SCOPES)
         if unknown or not data.scopes:
             raise InvalidInput(
@@ -38,8 +50,9 @@ class ApiKeyService(SQLAlchemyAsyncRepositoryService[ApiKey]):
         if data.expires_at is not None and _aware(data.expires_at) <= datetime.now(UTC):
             raise InvalidInput("expires_at is in the past", param="expires_at")
         return await self._mint(
-            tenant_id, data.name, sorted(set(data.scopes)), data.expires_at, actor
-        )
+            tenant_id, data.name, sorted(set(data.scopes)), data.expires_at, actor, user_id,
+            usage_kind,
+        )  # fmt: skip
 
     async def create_operator_key(
         self, name: str, actor: str, user_id: UUID | None = None
@@ -55,6 +68,7 @@ class ApiKeyService(SQLAlchemyAsyncRepositoryService[ApiKey]):
         expires_at: datetime | None,
         actor: str,
         user_id: UUID | None = None,
+        usage_kind: str = INFERENCE_USAGE,
     ) -> KeyCreated:
         new = mint_key()
         key = await self.create(
@@ -66,6 +80,7 @@ class ApiKeyService(SQLAlchemyAsyncRepositoryService[ApiKey]):
                 secret_hash=new.secret_hash,
                 scopes=scopes,
                 expires_at=expires_at and _aware(expires_at),
+                usage_kind=usage_kind,
             )
         )
         record(
@@ -77,6 +92,7 @@ class ApiKeyService(SQLAlchemyAsyncRepositoryService[ApiKey]):
             name=name,
             prefix=key.prefix,
             scopes=scopes,
+            **({} if usage_kind == INFERENCE_USAGE else {"usage_kind": usage_kind}),
         )
         return KeyCreated(key=new.full, **_fields(key))
 
@@ -98,6 +114,19 @@ class ApiKeyService(SQLAlchemyAsyncRepositoryService[ApiKey]):
             )
             announce(self.repository.session, Change.KEY_REVOKED, key.prefix)
         return key
+
+    async def revoke_all_of_user(self, user_id: UUID, actor: str) -> list[str]:
+        """Revoke every live key of `user_id` in the caller's transaction (the user is being
+        removed: `ondelete=SET NULL` would otherwise leave their keys working, nobody's)."""
+        keys = await self.list(ApiKey.user_id == user_id, ApiKey.revoked_at.is_(None))
+        now = datetime.now(UTC)
+        for key in keys:
+            key.revoked_at = now
+            record(self.repository.session, actor, "api_key.revoke", key,
+                   tenant_id=key.tenant_id, prefix=key.prefix, reason="user removed")  # fmt: skip
+            announce(self.repository.session, Change.KEY_REVOKED, key.prefix)
+        await self.repository.session.flush()
+        return [key.prefix for key in keys]
 
     @staticmethod
     def to_out(key: ApiKey) -> KeyOut:

@@ -10,15 +10,17 @@ import msgspec
 
 from loraplex.api.schemas import Input, Output
 
+# `$(?!\n)`: msgspec matches patterns with re.search, where `$` also matches before a
+# trailing newline ("acme\n" passed); the lookahead refuses it (and reads the same as ECMA).
 Slug = Annotated[
     str,
     msgspec.Meta(
-        pattern=r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$",
+        pattern=r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$(?!\n)",
         description="lowercase letters, digits and dashes",
     ),
 ]
 Name = Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
-PlanName = Annotated[str, msgspec.Meta(pattern=r"^[a-z0-9][a-z0-9_-]{0,63}$")]
+PlanName = Annotated[str, msgspec.Meta(pattern=r"^[a-z0-9][a-z0-9_-]{0,63}$(?!\n)")]
 Limits = dict[str, int]
 
 

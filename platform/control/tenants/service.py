@@ -16,12 +16,23 @@ from loraplex.control.quotas import check_limits, effective_limits
 from loraplex.control.tenants.schemas import PlanIn, QuotaOut, TenantCreate, TenantOut, TenantUpdate
 from loraplex.db.models import Plan, QuotaOverride, Tenant, TenantStatus
 from loraplex.errors import Conflict, InvalidInput, NotFound
+from loraplex.finetune.service import JobService
 
 
 async def limits_of(session: AsyncSession, tenant_id: UUID) -> dict[str, int]:
-    """The limits in force for a tenant (plan merged with overrides)."""
-    tenant = await session.get_one(Tenant, tenant_id)
+    """The limits in force for a tenant (plan merged with overrides); `NotFound` naming the
+    tenant when there is none (an operator may name any id in a path)."""
+    tenant = await session.get(Tenant, tenant_id)
+    if tenant is None:
+        raise NotFound(f"no tenant {tenant_id}", param="tenant_id")
     return effective_limits(tenant.plan.limits, tenant.override.limits if tenant.override else None)
+
+
+async def lock_tenant(session: AsyncSession, tenant_id: UUID) -> None:
+    """Hold the tenant's row until this transaction ends, so a quota counted after this call
+    is not raced by another request of the tenant counting at the same time (PostgreSQL's
+    FOR UPDATE makes the second wait for the first's commit; SQLite serialises writers)."""
+    await session.execute(select(Tenant.id).where(Tenant.id == tenant_id).with_for_update())
 
 
 class PlanService(SQLAlchemyAsyncRepositoryService[Plan]):
@@ -112,11 +123,16 @@ class TenantService(SQLAlchemyAsyncRepositoryService[Tenant]):
         return tenant
 
     async def set_status(self, tenant_id: UUID, status: TenantStatus, actor: str) -> Tenant:
-        """Suspend, reactivate or delete (soft: keeps the row for the audit trail)."""
+        """Suspend, reactivate or delete (soft: keeps the row for the audit trail); a tenant
+        no longer active has its fine-tuning jobs cancelled in the same transaction."""
         tenant = await self.visible(tenant_id)
         tenant.status = status
         tenant = await self.update(tenant)
         record(self.repository.session, actor, f"tenant.{status}", tenant, tenant_id=tenant.id)
+        if status != TenantStatus.ACTIVE:  # a suspended tenant's jobs must not keep training
+            await JobService(self.repository.session).cancel_all(
+                tenant.id, actor, f"the tenant was {status}"
+            )
         announce(self.repository.session, Change.TENANT_ACCESS, str(tenant.id))
         return tenant
 

@@ -35,7 +35,7 @@ class UsageController(Controller):
     @get(
         "/api/v1/tenants/{tenant_id:uuid}/usage",
         operation_id="GetTenantUsage",
-        opt=access.tenant(),
+        opt=access.tenant(after_deletion=True),
     )
     async def get_tenant_usage(
         self,

@@ -6,19 +6,27 @@ from datetime import datetime
 from typing import Annotated
 from uuid import UUID
 
+import anyio
 import msgspec
 from advanced_alchemy.repository import SQLAlchemyAsyncRepository
 from advanced_alchemy.service import SQLAlchemyAsyncRepositoryService
-from argon2 import PasswordHasher
 
 from loraplex.api.schemas import Input, Output
+from loraplex.auth.passwords import hash_password
 from loraplex.control.audit.service import record
+from loraplex.control.keys.service import ApiKeyService
 from loraplex.db.models import User, UserRole
 from loraplex.errors import Conflict, InvalidInput, NotFound
 
-_hasher = PasswordHasher()
-
-Email = Annotated[str, msgspec.Meta(pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$", max_length=320)]
+# No whitespace, and no control or invisible formatting characters (bidi overrides, zero-width
+# ones): an address shown in the console and the audit log must read as what it is.
+_EMAIL_CHAR = (
+    r"[^@\s\x00-\x1f\x7f-\x9f\u00ad\u061c\u180e\u200b-\u200f\u202a-\u202e\u2060-\u206f\ufeff]"
+)
+Email = Annotated[
+    str,
+    msgspec.Meta(pattern=rf"^{_EMAIL_CHAR}+@{_EMAIL_CHAR}+\.{_EMAIL_CHAR}+$(?!\n)", max_length=320),
+]
 MIN_PASSWORD, MAX_PASSWORD = 8, 200
 Password = Annotated[str, msgspec.Meta(min_length=MIN_PASSWORD, max_length=MAX_PASSWORD)]
 
@@ -44,19 +52,6 @@ class UserOut(Output):
     created_at: datetime
 
 
-def hash_password(password: str) -> str:
-    """argon2id hash of a password."""
-    return _hasher.hash(password)
-
-
-def verify_password(password_hash: str, password: str) -> bool:
-    """Whether `password` matches the stored argon2 hash."""
-    try:
-        return _hasher.verify(password_hash, password)
-    except Exception:  # argon2 raises several mismatch/invalid-hash errors
-        return False
-
-
 class UserService(SQLAlchemyAsyncRepositoryService[User]):
     """Users."""
 
@@ -80,7 +75,7 @@ class UserService(SQLAlchemyAsyncRepositoryService[User]):
                 name=data.name,
                 role=data.role,
                 tenant_id=tenant_id,
-                password_hash=hash_password(data.password) if data.password else None,
+                password_hash=await _hashed(data.password) if data.password else None,
             )
         )
         record(
@@ -100,7 +95,7 @@ class UserService(SQLAlchemyAsyncRepositoryService[User]):
             raise InvalidInput(
                 f"a password has {MIN_PASSWORD} to {MAX_PASSWORD} characters", param="password"
             )
-        user.password_hash = hash_password(password)
+        user.password_hash = await _hashed(password)
         await self._save(user, actor, "user.set_password")
 
     async def end_sessions(self, user: User, actor: str) -> None:
@@ -121,8 +116,10 @@ class UserService(SQLAlchemyAsyncRepositoryService[User]):
         return user
 
     async def remove(self, tenant_id: UUID, user_id: UUID, actor: str) -> None:
-        """Delete a tenant's user."""
+        """Delete a tenant's user and revoke their API keys, in one transaction: a key must
+        not outlive the person it was made for."""
         user = await self.of_tenant(tenant_id, user_id)
+        await ApiKeyService(session=self.repository.session).revoke_all_of_user(user.id, actor)
         await self.delete(user.id)
         record(
             self.repository.session,
@@ -132,3 +129,8 @@ class UserService(SQLAlchemyAsyncRepositoryService[User]):
             tenant_id=tenant_id,
             email=user.email,
         )
+
+
+async def _hashed(password: str) -> str:
+    """argon2id off the event loop (CFFI releases the GIL for the hash)."""
+    return await anyio.to_thread.run_sync(hash_password, password)

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import enum
+from datetime import datetime
 from typing import Any
 from uuid import UUID
 
+from advanced_alchemy.types import DateTimeUTC
 from sqlalchemy import JSON, BigInteger, ForeignKey, String, UniqueConstraint, false
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
@@ -28,6 +30,7 @@ class VersionSource(enum.StrEnum):
 
     UPLOAD = "upload"
     FINE_TUNE = "fine_tune"
+    IMPORT = "import"  # fetched from S3, HTTPS or a hub by an import job
 
 
 class Adapter(Base):
@@ -94,3 +97,10 @@ class AdapterAlias(Base):
     )
     canary_weight: Mapped[int] = mapped_column(default=0)  # percent of traffic, 0-100
     pinned: Mapped[bool] = mapped_column(default=False, server_default=false())
+    # Canary analysis (control/canary): the policy (None: no analysis), when the current
+    # canary started, and the latest analysis (kept after the canary ends, for the page).
+    canary_policy: Mapped[dict[str, Any] | None] = mapped_column(JSON, default=None)
+    canary_started_at: Mapped[datetime | None] = mapped_column(
+        DateTimeUTC(timezone=True), default=None
+    )
+    canary_decision: Mapped[dict[str, Any] | None] = mapped_column(JSON, default=None)

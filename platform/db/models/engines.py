@@ -7,7 +7,8 @@ from datetime import datetime
 from uuid import UUID
 
 from advanced_alchemy.types import DateTimeUTC
-from sqlalchemy import ForeignKey, String
+from sqlalchemy import ForeignKey, String, Text
+from sqlalchemy import false as sa_false
 from sqlalchemy.orm import Mapped, mapped_column
 
 from loraplex.db.orm import Base
@@ -50,3 +51,10 @@ class Engine(Base):
     agent_seen_at: Mapped[datetime | None] = mapped_column(DateTimeUTC(timezone=True), default=None)
     # How many times the agent saw its engine come back after being down (a restart).
     engine_generation: Mapped[int] = mapped_column(default=0, server_default="0")
+    # Whether the engine answers, as its agent's probe last saw it (None: the API probes).
+    engine_healthy: Mapped[bool | None] = mapped_column(default=None)
+    # Its agent began a drain (/drain): no new requests go there; cleared by a restart.
+    draining: Mapped[bool] = mapped_column(default=False, server_default=sa_false())
+    # The secret its agent registered, sealed under the secret key (auth/agent_token.py):
+    # API processes send it to that agent. None: an operator's engine, or an older agent.
+    agent_secret_sealed: Mapped[str | None] = mapped_column(Text, default=None)

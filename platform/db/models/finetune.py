@@ -85,6 +85,9 @@ class FineTuneJob(Base):
     alias: Mapped[str | None] = mapped_column(
         String(64), default=None
     )  # moved to the result on success
+    # {"eval_id", "threshold", "baseline", "margin"}: the alias moves only if the new version
+    # passes this eval (loraplex.evals.gate); None: it moves when training succeeds.
+    eval_gate: Mapped[dict[str, Any] | None] = mapped_column(JSON, default=None)
     trained_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
     progress: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     cancel_requested: Mapped[bool] = mapped_column(default=False)

@@ -11,6 +11,12 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from loraplex.db.orm import Base
 
+# What a key's tokens are in the tenant's spend (its `kind`): its own inference, or an eval
+# run's requests (the worker's key for that run). Not settable through the API: `KeyCreate`
+# has no such field, only `ApiKeyService.create_tenant_key(usage_kind=...)` sets it.
+INFERENCE_USAGE = "inference"
+EVAL_USAGE = "eval"
+
 
 class ApiKey(Base):
     """A bearer credential; `tenant_id` None means an operator key."""
@@ -30,3 +36,6 @@ class ApiKey(Base):
     expires_at: Mapped[datetime | None] = mapped_column(DateTimeUTC(timezone=True), default=None)
     last_used_at: Mapped[datetime | None] = mapped_column(DateTimeUTC(timezone=True), default=None)
     revoked_at: Mapped[datetime | None] = mapped_column(DateTimeUTC(timezone=True), default=None)
+    usage_kind: Mapped[str] = mapped_column(
+        String(16), default=INFERENCE_USAGE, server_default=INFERENCE_USAGE
+    )

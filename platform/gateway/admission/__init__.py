@@ -4,9 +4,11 @@ Three parts, each named for what it decides:
 - `TenantQuotas` (service.py): the tenant's rate limits, token budgets and concurrency
   leases, in Redis;
 - `OverloadShedder` (overload.py): shedding by estimated TTFT when the engines are behind;
-- `EngineGate` (loraplex.gateway.gate): a place under each engine's adaptive in-flight cap,
-  shared fairly between tenants; it calls the other two.
-An admitted request holds a `Ticket` (ticket.py) until it ends.
+- `EngineGate` (loraplex.gateway.gate): a place on the engines, decided by the admission
+  core (core/) over each engine's places (places.py), shared fairly between tenants; it
+  calls the other two.
+An admitted request holds an `AdmissionHandle` (handle.py), and through it its quotas'
+`Ticket` (ticket.py), until it ends.
 """
 
 from loraplex.gateway.admission.errors import LimiterUnavailable, Overloaded, RateLimited

@@ -16,6 +16,14 @@ class RateLimited(LoraplexError):
         self.code = code  # per instance: the same class answers both OpenAI codes
 
 
+class BudgetExceeded(RateLimited):
+    """A money budget would be passed (429 `budget_exceeded`, as LiteLLM answers, which
+    OpenAI clients retry only after Retry-After: the reset of the budget's period)."""
+
+    def __init__(self, message: str, headers: dict[str, str]):
+        super().__init__("budget_exceeded", message, headers)
+
+
 class Overloaded(LoraplexError):
     """Shed under overload so admitted requests keep their TTFT (503 with Retry-After)."""
 

@@ -1,4 +1,4 @@
-"""Who gets the places under an engine cap when tenants want more than there are.
+"""Who gets the places on the engines when tenants want more than there are.
 
 Weighted max-min fairness: each tenant with requests running or waiting gets places in
 proportion to its weight, but never more than its plan's concurrency allows; what a bounded
@@ -9,11 +9,9 @@ plans weigh 0.1 (free), 2 (pro) and 40 (enterprise). With equal weights, a tenan
 flooded past a small quota held as many places as one well within a quota ten times larger,
 and the larger one was shed at its equal share (measured: `bench overload`'s noisy
 neighbour, B refused 1-8 times a run over seven runs).
-The gate uses the shares two ways:
-- a freed place goes to the waiting tenant furthest below its share;
-- at the cap, a tenant below its share still goes in while another tenant holds more than
-  its share: a tenant within its quota is not refused because another one flooded first.
-Pure functions, no I/O.
+The admission core (core/) reads the shares: a freed place goes to the waiting tenant
+furthest below its share, and no tenant takes a whole place over its share while another is
+active. Pure functions, no I/O.
 """
 
 from __future__ import annotations
@@ -72,18 +70,6 @@ def fair_shares(places: float, claims: Mapping[K, Claim]) -> dict[K, float]:
             left -= claim.bound
             del open_claims[key]
     return shares
-
-
-def may_borrow(tenant: K, running: Mapping[K, int], shares: Mapping[K, float]) -> bool:
-    """Whether `tenant` may start one more request past the cap: one more still fits in its
-    share, and some other tenant holds at least one whole place more than its own.
-
-    Whole places on both sides: with more tenants than places every share is below one,
-    and nobody borrows, so the cap still holds.
-    """
-    if running.get(tenant, 0) + 1 > shares.get(tenant, 0.0):
-        return False
-    return any(n >= shares.get(k, 0.0) + 1 for k, n in running.items() if k != tenant)
 
 
 def neediest(candidates: list[K], running: Mapping[K, int], shares: Mapping[K, float]) -> K:

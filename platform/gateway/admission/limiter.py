@@ -8,12 +8,14 @@ few milliseconds of skew shift a refill by as little.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from redis.asyncio import Redis
 
+from loraplex.control.budgets.money import BudgetLine, period_label, period_reset
 from loraplex.gateway.admission import scripts
 from loraplex.gateway.admission.policy import DAY_S, BucketState
 from loraplex.gateway.admission.ticket import Ticket
@@ -64,6 +66,28 @@ class Keys:
         """Sorted set of in-flight streams, scored by lease expiry."""
         return f"{self.base}:leases:streams"
 
+    def spend(self, budget_id: str, period_label: str) -> str:
+        """Micro-units spent (and reserved) against one budget in one period."""
+        return f"{self.base}:spend:{budget_id}:{period_label}"
+
+    def spend_alerted(self, budget_id: str, period_label: str) -> str:
+        """Set once the budget's soft alert fired in the period."""
+        return f"{self.base}:spend-alerted:{budget_id}:{period_label}"
+
+    def job_spend(self, job_id: str) -> str:
+        """A fine-tuning job's hold (a hash), kept until the job ends and is settled."""
+        return f"{self.base}:job-spend:{job_id}"
+
+
+@dataclass(frozen=True)
+class SpendOutcome:
+    """What the spend script decided: admitted, or which budget refused at what spend."""
+
+    admitted: bool
+    refused_by: int | None  # index into the lines asked about
+    spent: int  # micro-units spent in the refusing budget before this request
+    crossed: tuple[int, ...]  # indexes of budgets whose alert this reservation set off
+
 
 def _limit(limits: Mapping[str, int], name: str) -> int:
     value = limits.get(name)
@@ -78,6 +102,9 @@ class RedisLimiter:
         self._admit = client.register_script(scripts.ADMIT)
         self._settle = client.register_script(scripts.SETTLE)
         self._renew = client.register_script(scripts.RENEW)
+        self._spend_reserve = client.register_script(scripts.SPEND_RESERVE)
+        self._spend_settle = client.register_script(scripts.SPEND_SETTLE)
+        self._job_spend_settle = client.register_script(scripts.JOB_SPEND_SETTLE)
 
     async def admit(
         self,
@@ -165,6 +192,63 @@ class RedisLimiter:
         ttl = math.ceil(self.lease_s) + 1
         args = [repr(now + self.lease_s), ttl, ticket.request_id]
         return int(await self._renew(keys=list(ticket.lease_keys), args=args))
+
+    async def reserve_spend(
+        self, tenant_id: str, lines: Sequence[BudgetLine], amount: int, now: float
+    ) -> tuple[SpendOutcome, tuple[str, ...]]:
+        """Charge `amount` micro-units to every budget in `lines`, or to none of them;
+        returns the outcome and the counters charged."""
+        keys = Keys(self.prefix, tenant_id)
+        moment = datetime.fromtimestamp(now, UTC)
+        counters, flags, argv = [], [], [amount]
+        for line in lines:
+            label = period_label(line.period, moment)
+            counters.append(keys.spend(line.id, label))
+            flags.append(keys.spend_alerted(line.id, label))
+            # Outlives its period by a day, so a late settle still finds it.
+            ttl = math.ceil((period_reset(line.period, moment) - moment).total_seconds())
+            argv += [line.amount, line.alert_at(), ttl + DAY_S]
+        raw = await self._spend_reserve(keys=[*counters, *flags], args=argv)
+        admitted, refusing, spent = int(raw[0]), int(raw[1]), int(float(_text(raw[2])))
+        crossed = tuple(i for i, flag in enumerate(raw[3:]) if int(flag))
+        outcome = SpendOutcome(bool(admitted), refusing - 1 if refusing else None, spent, crossed)
+        return outcome, tuple(counters)
+
+    async def settle_spend(self, counters: Sequence[str], give_back: int) -> None:
+        """Give back (or take, when negative) micro-units on the counters a reservation charged."""
+        if counters and give_back:
+            await self._spend_settle(keys=list(counters), args=[give_back])
+
+    async def keep_job_spend(
+        self, tenant_id: str, job_id: str, fields: Mapping[str, str], ttl_s: int
+    ) -> None:
+        """Keep a job's hold (`fields`) until it is settled, or for `ttl_s` at most."""
+        key = Keys(self.prefix, tenant_id).job_spend(job_id)
+        async with self.client.pipeline(transaction=True) as pipe:
+            pipe.hset(key, mapping=dict(fields))
+            pipe.expire(key, ttl_s)
+            await pipe.execute()
+
+    async def kept_job_spend(self, tenant_id: str, job_id: str) -> dict[str, str]:
+        """A job's kept hold; empty when settled already or never kept."""
+        raw = await self.client.hgetall(Keys(self.prefix, tenant_id).job_spend(job_id))
+        return {_text(k): _text(v) for k, v in raw.items()}
+
+    async def settle_job_spend(
+        self, tenant_id: str, job_id: str, counters: Sequence[str], give_back: int
+    ) -> bool:
+        """Give back `give_back` micro-units on `counters` and drop the job's hold, unless
+        it was settled already; True when this call settled it."""
+        key = Keys(self.prefix, tenant_id).job_spend(job_id)
+        return bool(int(await self._job_spend_settle(keys=[key, *counters], args=[give_back])))
+
+    async def spent(self, tenant_id: str, lines: Sequence[BudgetLine], now: float) -> list[int]:
+        """Micro-units spent and reserved against each budget in its current period."""
+        keys = Keys(self.prefix, tenant_id)
+        moment = datetime.fromtimestamp(now, UTC)
+        names = [keys.spend(line.id, period_label(line.period, moment)) for line in lines]
+        values = await self.client.mget(names) if names else []
+        return [int(v) if v is not None else 0 for v in values]
 
     def _bucket(self, limit: int, level: Any) -> BucketState | None:
         if limit == NO_LIMIT:

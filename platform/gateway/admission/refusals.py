@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
 
-from loraplex.gateway.admission.errors import RateLimited
+from loraplex.control.budgets.money import BudgetLine, budget_name, format_amount, period_reset
+from loraplex.gateway.admission.errors import BudgetExceeded, RateLimited
 from loraplex.gateway.admission.limiter import Outcome
 from loraplex.gateway.admission.policy import (
     format_duration,
@@ -60,6 +62,39 @@ def refusal(outcome: Outcome, cost: int, now: float, reject: Reject, tenant: str
     wait = _wait_s(outcome, cost)
     headers["Retry-After"] = retry_after(wait)
     return RateLimited("rate_limit_exceeded", _message(outcome, cost, wait), headers)
+
+
+def concurrency_refusal(held: int, reject: Reject, tenant: str) -> RateLimited:
+    """The 429 for a request beyond the `held` requests its plan lets it run at once."""
+    reject(REASONS["concurrent_requests"], tenant)
+    wait = CONCURRENCY_RETRY_S
+    return RateLimited(
+        "rate_limit_exceeded",
+        f"Too many requests in flight ({held}). Try again in {format_duration(wait)}.",
+        {"Retry-After": retry_after(wait)},
+    )
+
+
+def budget_refusal(
+    line: BudgetLine, spent: int, amount: int, now: float, currency: str
+) -> BudgetExceeded:
+    """The 429 for a request whose reservation would pass `line`: which budget, how much
+    is spent, and when it starts again (also as Retry-After and `x-loraplex-budget-reset`)."""
+    moment = datetime.fromtimestamp(now, UTC)
+    reset = period_reset(line.period, moment)
+    wait = (reset - moment).total_seconds()
+    limit, used, asked = (f"{format_amount(v)} {currency}" for v in (line.amount, spent, amount))
+    message = (
+        f"Budget exceeded: {budget_name(line)} ({line.id}) is {limit}; {used} is spent or "
+        f"reserved and this request reserves up to {asked}. It resets at "
+        f"{reset.strftime('%Y-%m-%dT%H:%M:%SZ')}, in {format_duration(wait)}."
+    )
+    headers = {
+        "Retry-After": retry_after(wait),
+        "x-loraplex-budget": line.id,
+        "x-loraplex-budget-reset": reset.strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
+    return BudgetExceeded(message, headers)
 
 
 def _wait_s(outcome: Outcome, cost: int) -> float:

@@ -140,3 +140,63 @@ for _, key in ipairs(KEYS) do
 end
 return renewed
 """
+
+# Money budgets: one counter of micro-units spent per budget and period, reserved at
+# admission and settled at the real cost, as the daily token counter is.
+# KEYS: n spend counters, then their n "alerted" flags. ARGV: cost (micro-units), then per
+#       counter: limit, alert threshold, ttl (seconds).
+# Returns {admitted, index of the refusing counter (1-based, 0 if none), its spend before,
+#          then per counter 1 when this reservation crossed its alert threshold first}.
+# A refusal changes nothing; every counter is checked before any is charged.
+SPEND_RESERVE = """
+local n = #KEYS / 2
+local cost = tonumber(ARGV[1])
+local before = {}
+for i = 1, n do
+  local limit = tonumber(ARGV[2 + (i - 1) * 3])
+  before[i] = tonumber(redis.call('GET', KEYS[i]) or '0')
+  -- A request that costs nothing passes even a budget already past (a price set to 0).
+  if cost > 0 and before[i] + cost > limit then return {0, i, tostring(before[i])} end
+end
+local result = {1, 0, '0'}
+for i = 1, n do
+  local alert_at, ttl = tonumber(ARGV[3 + (i - 1) * 3]), tonumber(ARGV[4 + (i - 1) * 3])
+  local after = redis.call('INCRBY', KEYS[i], cost)
+  redis.call('EXPIRE', KEYS[i], ttl)
+  local crossed = 0
+  if before[i] <= alert_at and after > alert_at then
+    if redis.call('SET', KEYS[n + i], '1', 'NX', 'EX', ttl) then crossed = 1 end
+  end
+  result[3 + i] = crossed
+end
+return result
+"""
+
+# KEYS: the spend counters a reservation charged. ARGV: micro-units to give back (negative
+# takes more). A counter that expired (its period is over) is left alone.
+SPEND_SETTLE = """
+local give_back = tonumber(ARGV[1])
+for _, key in ipairs(KEYS) do
+  if give_back ~= 0 and redis.call('EXISTS', key) == 1 then
+    local used = redis.call('DECRBY', key, give_back)
+    if used < 0 then redis.call('SET', key, 0, 'KEEPTTL') end
+  end
+end
+return 1
+"""
+
+# A fine-tuning job's hold, kept from its creation to its end. KEYS: the kept hold, then the
+# counters it charged. ARGV: micro-units to give back (negative takes more). Settles once:
+# the hold is deleted as it is settled, so a second call finds none and changes nothing.
+# Returns 1 when this call settled it, else 0.
+JOB_SPEND_SETTLE = """
+if redis.call('DEL', KEYS[1]) == 0 then return 0 end
+local give_back = tonumber(ARGV[1])
+for i = 2, #KEYS do
+  if give_back ~= 0 and redis.call('EXISTS', KEYS[i]) == 1 then
+    local used = redis.call('DECRBY', KEYS[i], give_back)
+    if used < 0 then redis.call('SET', KEYS[i], 0, 'KEEPTTL') end
+  end
+end
+return 1
+"""

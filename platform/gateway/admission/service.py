@@ -24,7 +24,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Literal
 from uuid import UUID
 
@@ -33,14 +33,19 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from loraplex.connections import connect_redis
+from loraplex.control.budgets.money import BudgetLine, Price, cost
 from loraplex.gateway.admission import refusals
-from loraplex.gateway.admission.errors import LimiterUnavailable, Overloaded
+from loraplex.gateway.admission.errors import LimiterUnavailable, Overloaded, RateLimited
 from loraplex.gateway.admission.leases import LeaseRenewer
 from loraplex.gateway.admission.limiter import Outcome, RedisLimiter
 from loraplex.gateway.admission.overload import OverloadShedder
 from loraplex.gateway.admission.policy import WINDOW_S, retry_after, utc_day
-from loraplex.gateway.admission.ticket import Ticket
-from loraplex.observability.metrics import ADMISSION_REJECTIONS, TenantLabeler
+from loraplex.gateway.admission.ticket import SpendHold, Ticket
+from loraplex.observability.metrics import (
+    ADMISSION_REJECTIONS,
+    TenantLabeler,
+    count_limit_refusal,
+)
 
 log = logging.getLogger("loraplex.gateway.admission")
 
@@ -107,6 +112,7 @@ class TenantQuotas:
         key_prefix: str = "loraplex:admission:",
         overload: OverloadShedder | None = None,
         labeler: TenantLabeler | None = None,
+        reason_prefix: str = "",
     ):
         if fail_mode not in ("closed", "open"):
             raise ValueError(f"fail_mode must be 'closed' or 'open', not {fail_mode!r}")
@@ -119,6 +125,8 @@ class TenantQuotas:
             timeout_s,
         )
         self.overload, self.labeler = overload, labeler or TenantLabeler()
+        # Prefixed to each refusal's metric reason: "resume_" for the resume readers' leases.
+        self.reason_prefix = reason_prefix
         self.limiter = RedisLimiter(
             self.client, prefix=key_prefix, window_s=window_s, lease_s=lease_s
         )
@@ -180,6 +188,11 @@ class TenantQuotas:
         if not outcome.admitted:
             raise refusals.refusal(outcome, estimated_tokens, now, self._reject, tenant)
 
+    def over_concurrency(self, tenant_id: UUID | str, held: int) -> RateLimited:
+        """The tenant's 429 for a request beyond the `held` its plan lets it run at once,
+        counted like the quota's own (admission's core saw it first, in this process)."""
+        return refusals.concurrency_refusal(held, self._reject, str(tenant_id))
+
     async def release(self, ticket: Ticket, actual_tokens: int | None = None) -> None:
         """Free the ticket's slots and settle its tokens to `actual_tokens` (once; never raises)."""
         if ticket.released:
@@ -196,6 +209,61 @@ class TenantQuotas:
         except REDIS_ERRORS as exc:
             # The leases expire by themselves; only the unused reservation is not given back.
             log.warning("release of %s failed: %s", ticket.request_id, exc)
+        if ticket.spend is not None:
+            await self.settle_spend(ticket.spend)
+
+    async def reserve_spend(
+        self,
+        tenant_id: UUID | str,
+        lines: Sequence[BudgetLine],
+        price: Price,
+        *,
+        prompt: int = 0,
+        completion: int = 0,
+        training: int = 0,
+        currency: str = "USD",
+    ) -> SpendHold | None:
+        """Reserve the price of the tokens from every budget in `lines` at once, or raise
+        `BudgetExceeded` naming the budget that would be passed and when it resets.
+
+        None when no budget applies, or Redis is down and `fail_mode` is "open".
+        """
+        tenant = str(tenant_id)
+        amount = cost(price, prompt=prompt, completion=completion, training=training)
+        if not lines:
+            return SpendHold(tenant, (), price, amount)
+        now = self.clock()
+        try:
+            async with redis_deadline(self.timeout_s):
+                outcome, counters = await self.limiter.reserve_spend(tenant, lines, amount, now)
+        except REDIS_ERRORS as exc:
+            self._limiter_down(exc, tenant)
+            return None
+        if outcome.refused_by is not None:
+            self._reject("budget", tenant)
+            line = lines[outcome.refused_by]
+            raise refusals.budget_refusal(line, outcome.spent, amount, now, currency)
+        crossed = tuple(lines[i] for i in outcome.crossed)
+        return SpendHold(tenant, counters, price, amount, crossed)
+
+    async def settle_spend(self, hold: SpendHold) -> None:
+        """Give back what the request did not spend (its whole reservation when it never
+        reported a cost); once, never raises."""
+        if hold.settled:
+            return
+        hold.settled = True
+        actual = hold.reserved if hold.actual is None else hold.actual
+        try:
+            async with redis_deadline(self.timeout_s):
+                await self.limiter.settle_spend(hold.counters, hold.reserved - actual)
+        except REDIS_ERRORS as exc:
+            # The period's counter keeps the whole reservation: it errs toward refusing.
+            log.warning("settling the spend of a request failed: %s", exc)
+
+    async def spent(self, tenant_id: UUID | str, lines: Sequence[BudgetLine]) -> list[int]:
+        """Micro-units spent or reserved against each budget now (for reports and banners)."""
+        async with redis_deadline(self.timeout_s):
+            return await self.limiter.spent(str(tenant_id), lines, self.clock())
 
     @contextlib.asynccontextmanager
     async def hold(self, ticket: Ticket) -> AsyncIterator[Ticket]:
@@ -244,7 +312,9 @@ class TenantQuotas:
             return await self.limiter.renew(ticket, self.clock())
 
     def _reject(self, reason: str, tenant: str) -> None:
-        ADMISSION_REJECTIONS.labels(reason, self.labeler(tenant)).inc()
+        label, reason = self.labeler(tenant), self.reason_prefix + reason
+        ADMISSION_REJECTIONS.labels(reason, label).inc()
+        count_limit_refusal(reason, label)
 
     def _without_redis(
         self, tenant: str, request_id: str, stream: bool, cost: int, now: float, exc: Exception

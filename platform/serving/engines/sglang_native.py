@@ -5,6 +5,13 @@ tests/unit/engines/test_sglang_contract.py. The quirks it guards against:
 
 - `/generate` streams *cumulative* text (§5); `CumulativeText` turns it into deltas.
 - A streamed `/generate` error arrives as an SSE event after HTTP 200 (§3.3).
+- `output_ids` are cumulative too; with `return_prompt_token_ids` every event repeats the
+  prompt's ids. Like vLLM, SGLang holds back the text of tokens that end in half a
+  character while their ids already came (seen live on 0.5.23).
+
+Token ids (for failover, docs/failover.md): a request that wants them asks for the prompt's
+ids and gets each chunk's new output ids; a continuation sends `input_ids` (the prompt and
+the answer so far) in place of `text`, which SGLang takes as they are (no template, no BOS).
 
 OpenAI options (§11) become `sampling_params` keys (penalties and `logit_bias` as they
 are; `response_format` as `json_schema`, a JSON *string*: the schema itself, or
@@ -67,6 +74,8 @@ class GenerateOutput(msgspec.Struct):
     text: str = ""
     meta_info: _MetaInfo | None = None
     error: _GenerateError | None = None
+    output_ids: list[int] | None = None  # cumulative, like `text`
+    prompt_token_ids: list[int] | None = None  # only with `return_prompt_token_ids`
 
 
 decode_output = msgspec.json.Decoder(GenerateOutput).decode
@@ -95,7 +104,9 @@ def json_schema(response_format: dict[str, Any] | None) -> str | None:
 def sampling_params(request: GenerateRequest) -> dict[str, Any]:
     """`/generate`'s `sampling_params` for `request`; unset values keep the engine default."""
     params: dict[str, Any] = {}
-    if request.max_tokens is not None:
+    if request.max_tokens is not None or request.is_chat:
+        # A chat without `max_tokens` runs to the context's end, as on SGLang's chat route
+        # (which sends null); left out, `/generate` would stop at its default of 128.
         params["max_new_tokens"] = request.max_tokens
     for key in ("temperature", "top_p", "stop"):
         value = getattr(request, key)
@@ -118,14 +129,18 @@ def sampling_params(request: GenerateRequest) -> dict[str, Any]:
     return params
 
 
-def generate_body(request: GenerateRequest) -> dict[str, Any]:
-    """The `/generate` body for a completion request (§3.1, §5, §11)."""
-    body: dict[str, Any] = {
-        "rid": request.rid,
-        "text": request.prompt,
-        "sampling_params": sampling_params(request),
-        "stream": request.stream,
-    }
+def generate_body(request: GenerateRequest, input_ids: list[int] | None = None) -> dict[str, Any]:
+    """The `/generate` body for a completion request (§3.1, §5, §11), or for a prompt that
+    is already token ids (`input_ids`: a rendered chat, or a continuation)."""
+    body: dict[str, Any] = {"rid": request.rid}
+    if input_ids is not None:
+        body["input_ids"] = input_ids
+    else:
+        body["text"] = request.prompt
+    body["sampling_params"] = sampling_params(request)
+    body["stream"] = request.stream
+    if request.want_token_ids:
+        body["return_prompt_token_ids"] = True  # the output's ids come on every event
     if request.adapter is not None:
         body["lora_path"] = request.adapter  # an adapter *name*, despite the field's name
     options = request.options
@@ -202,14 +217,23 @@ class CumulativeText:
 
     def __init__(self, request: GenerateRequest) -> None:
         self._adapter = request.adapter
+        self._want_ids = request.want_token_ids
         self._seen = 0  # characters of text already passed on
         self._tokens = 0  # tokens whose logprobs were already passed on
         self._offset = 0  # where the next token starts in the generated text
+        self._ids = 0  # output token ids already passed on
+        self._prompt_ids_sent = False
 
     def __call__(self, data: bytes) -> GenerateChunk | None:
         """The delta since the previous event, or None when there is nothing new."""
         chunk = self.whole(decode_output(data))
-        if not chunk.text and chunk.finish_reason is None and chunk.logprobs is None:
+        if (
+            not chunk.text
+            and chunk.finish_reason is None
+            and chunk.logprobs is None
+            and not chunk.token_ids
+            and chunk.prompt_token_ids is None
+        ):
             return None
         return chunk
 
@@ -223,4 +247,15 @@ class CumulativeText:
             self._tokens = max(self._tokens, len(meta.output_token_logprobs))
             if logprobs is not None:
                 chunk = replace(chunk, logprobs=logprobs)
+        if self._want_ids:
+            chunk = self._with_ids(chunk, output)
         return chunk
+
+    def _with_ids(self, chunk: GenerateChunk, output: GenerateOutput) -> GenerateChunk:
+        """`chunk` with the output ids new since the last event, and the prompt's once."""
+        ids = output.output_ids or []
+        new_ids, self._ids = ids[self._ids :], max(self._ids, len(ids))
+        prompt_ids = None
+        if not self._prompt_ids_sent and output.prompt_token_ids is not None:
+            prompt_ids, self._prompt_ids_sent = output.prompt_token_ids, True
+        return replace(chunk, token_ids=new_ids, prompt_token_ids=prompt_ids)

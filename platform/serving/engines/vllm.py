@@ -45,6 +45,9 @@ class VllmDriver(HttpDriver):
     kind = "vllm"
     gauges = VLLM_GAUGES
     base_takes_a_slot = False  # --max-loras counts adapters only
+    # `return_token_ids` gives the prompt's ids (first chunk) and each chunk's output ids;
+    # `/v1/completions` takes a prompt of token ids (docs/engines.md §8).
+    continues_by_token_ids = True
 
     async def load(self, name: str, path: Path, pinned: bool = False) -> None:
         """Load adapter `name` from `path`; vLLM has no pinning, so `pinned` is ignored."""

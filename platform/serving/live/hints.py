@@ -28,6 +28,7 @@ class AliasWatcher:
         self._seen: dict[UUID, tuple[UUID, UUID | None]] = {}  # alias -> (version, canary)
         self._since: datetime | None = None
         self._primed = False
+        self._promoted: list[UUID] = []  # alias targets that changed, for take_promoted()
 
     async def moves(self) -> list[tuple[UUID, UUID]]:
         """(old, new) for every alias that moved or gained a canary since the last call."""
@@ -48,10 +49,19 @@ class AliasWatcher:
                 self._since = updated_at
             before = self._seen.get(alias_id)
             self._seen[alias_id] = (version_id, canary_id)
-            if first or before is None:
+            if first:
+                continue
+            if before is None or version_id != before[0]:
+                self._promoted.append(version_id)
+            if before is None:
                 continue
             if version_id != before[0]:
                 hints.append((before[0], version_id))
             if canary_id is not None and canary_id != before[1]:
                 hints.append((version_id, canary_id))
         return hints
+
+    def take_promoted(self) -> list[UUID]:
+        """Versions aliases moved to (or were created at) since the last call."""
+        promoted, self._promoted = self._promoted, []
+        return promoted

@@ -30,8 +30,8 @@ log = logging.getLogger("loraplex.serving.live")
 class NodeOps(Protocol):
     """The I/O behind the policy's actions on one node."""
 
-    async def fetch(self, handle: EngineHandle, facts: VersionFacts) -> None:
-        """Object store -> node disk."""
+    async def fetch(self, handle: EngineHandle, facts: VersionFacts) -> Tier:
+        """Object store -> node disk; where the version was: COLD when it was fetched now."""
         ...
 
     async def load(self, handle: EngineHandle, facts: VersionFacts) -> Tier:
@@ -63,9 +63,11 @@ class LocalOps:
         self.cache = cache
         self._held: dict[str, set[UUID]] = {}  # engine id -> versions pinned for it
 
-    async def fetch(self, handle: EngineHandle, facts: VersionFacts) -> None:
-        """Pull the version into the disk cache."""
+    async def fetch(self, handle: EngineHandle, facts: VersionFacts) -> Tier:
+        """Pull the version into the disk cache (COLD: it was not there)."""
+        found = Tier.DISK if facts.version_id in self.cache else Tier.COLD
         await self.cache.ensure(facts.version_id, facts.storage_key, dict(facts.files))
+        return found
 
     async def load(self, handle: EngineHandle, facts: VersionFacts) -> Tier:
         """Load through the shared single-flight loader, then keep the folder pinned."""
@@ -113,7 +115,10 @@ class AgentOps:
     The agent pulls a version from the object store as part of `/load` and keeps its own
     cache within its budget, so the policy's disk-tier actions are no-ops here: the only
     evictor of that node's disk is the agent's cache's own LRU (disk_cache.py). Each request
-    carries the shared agent token (`LORAPLEX_AGENT_TOKEN`) when one is set.
+    carries the engine's own agent secret, the one its agent registered (auth/agent_token.py),
+    and then never the shared token: that node learns nothing that opens another agent. An
+    engine without one (an operator's, or an agent from before it existed) gets the shared
+    agent token (`LORAPLEX_AGENT_TOKEN`) when one is set.
     """
 
     def __init__(
@@ -125,10 +130,11 @@ class AgentOps:
     ) -> None:
         self.agent_url = agent_url.rstrip("/")
         self._http = http or httpx.AsyncClient(base_url=self.agent_url, timeout=timeout_s)
-        self._auth = {"Authorization": f"Bearer {token}"} if token else {}
+        self._token = token
 
-    async def fetch(self, handle: EngineHandle, facts: VersionFacts) -> None:
-        """Nothing to do: `/load` pulls on a miss."""
+    async def fetch(self, handle: EngineHandle, facts: VersionFacts) -> Tier:
+        """Nothing to do: `/load` pulls on a miss (and its answer says so: `load`)."""
+        return Tier.DISK
 
     async def load(self, handle: EngineHandle, facts: VersionFacts) -> Tier:
         """POST /load; the agent answers with the engine-side name and where it came from."""
@@ -137,14 +143,14 @@ class AgentOps:
             "storage_key": facts.storage_key,
             "files": dict(facts.files),
         }
-        answer = await self._post("/load", body)
+        answer = await self._post(handle, "/load", body)
         handle.loaded.add(str(answer["name"]))
         return Tier[str(answer["tier"]).upper()]
 
     async def unload(self, handle: EngineHandle, version_id: UUID) -> None:
         """POST /unload."""
         name = engine_adapter_name(version_id)
-        await self._post("/unload", {"name": name})
+        await self._post(handle, "/unload", {"name": name})
         handle.loaded.discard(name)
 
     def held(self, handle: EngineHandle, version_ids: Collection[UUID]) -> None:
@@ -157,9 +163,16 @@ class AgentOps:
         """Close the HTTP client."""
         await self._http.aclose()
 
-    async def _post(self, path: str, body: dict[str, object]) -> dict[str, object]:
+    def auth(self, handle: EngineHandle) -> dict[str, str]:
+        """The bearer for `handle`'s agent: its own secret, else the shared token, if any."""
+        token = handle.agent_secret or self._token
+        return {"Authorization": f"Bearer {token}"} if token else {}
+
+    async def _post(
+        self, handle: EngineHandle, path: str, body: dict[str, object]
+    ) -> dict[str, object]:
         try:
-            response = await self._http.post(path, json=body, headers=self._auth)
+            response = await self._http.post(path, json=body, headers=self.auth(handle))
         except httpx.HTTPError as exc:
             raise EngineUnavailable(f"agent {self.agent_url} unreachable: {exc}") from exc
         if response.status_code >= 400:

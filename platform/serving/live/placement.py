@@ -8,8 +8,10 @@ engine). The seat it returns must be released when the engine request ends; that
 core (`request_finished`), which protects the adapter from eviction until then.
 
 A background loop keeps the core in step with the engines: engines joining and leaving
-rotation, and what each engine reports loaded (`reconcile`: an engine restart, SGLang's own
-LRU evictions and its silent re-loads). Alias moves seen by the `AliasWatcher` prefetch the
+rotation (a draining engine first hands its pinned and hot adapters to the others,
+`evacuate`; while its rank class is empty, larger classes serve its adapters), and what each
+engine reports loaded (`reconcile`: an engine restart, SGLang's own LRU evictions and its
+silent re-loads). Alias moves seen by the `AliasWatcher` prefetch the
 new version where the old one is loaded (`promote`). Every few seconds the loop also reads
 which versions pinned aliases point at and pins them, unpinning what no alias holds any
 more (`sync_pins`, pins.py), so a pin follows its alias and every replica pins the same.
@@ -24,11 +26,13 @@ import logging
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Protocol
 from uuid import UUID
 
 from loraplex.errors import NotFound
+from loraplex.observability import metrics
 from loraplex.serving.engines import EngineDied, EngineUnavailable
+from loraplex.serving.live.adapter_figures import AdapterFigures
 from loraplex.serving.live.errors import ColdLoadLimited, PlacementDeferred
 from loraplex.serving.live.facts import FactsSource, VersionFacts
 from loraplex.serving.live.hints import AliasWatcher
@@ -55,6 +59,18 @@ from loraplex.serving.registry import EngineHandle, EngineRegistry
 
 log = logging.getLogger("loraplex.serving.live")
 RE_ROUTE = (EngineUnavailable, EngineDied)  # the engine failed a load: try another one
+
+
+class LoadWatcher(Protocol):
+    """Told of promotions and finished engine loads (the correctness probes)."""
+
+    def promoted(self, version_id: UUID) -> None:
+        """An alias moved to the version."""
+        ...
+
+    def loaded(self, handle: EngineHandle, version_id: UUID) -> None:
+        """The version finished loading on the engine."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -114,6 +130,12 @@ class LivePlacement:
         # the engines whose agent reported a restart not yet restored (engine_restarted).
         self._resident: dict[str, set[str]] = {}
         self._restarted: set[str] = set()
+        self._evacuated: set[str] = set()  # draining engines whose adapters were re-placed
+        # Engine -> versions it must not serve (its probes failed): kept here so a pool made
+        # later, or an engine rejoining the core, is barred as well.
+        self.barred: dict[str, set[str]] = {}
+        self.watcher: LoadWatcher | None = None  # set by whoever watches loads (the prober)
+        self.figures = AdapterFigures()  # per-adapter TTFT and loads (the engines page)
 
     # --- requests -----------------------------------------------------------------------
 
@@ -134,6 +156,8 @@ class LivePlacement:
             if not pool.fits(facts.rank):
                 return None
             self._register(pool, facts)
+            if not pool.core.cluster.servable(facts.for_policy()):
+                return None  # every engine that fits is barred from this version
             now = self.clock()
             request = Request(request_id, str(facts.tenant_id), str(version_id), now)
             outcome = pool.core.route(request, now)
@@ -201,16 +225,31 @@ class LivePlacement:
         while node_id in pool.nodes:
             batch = pool.core.dispatch(node_id, self.clock())
             if not batch:
+                self._publish_waiting(pool, node_id)
                 return
             for released in batch:
                 claim = pool.claims.get(released.request.request_id)
                 if claim is None:
                     continue
                 claim.running = True
+                if released.swapped_in:  # the engine's own slot swap, as the core models it
+                    metrics.count_adapter_loads("loaded", "active")
                 if claim.abandoned or claim.future.done():
                     self._release(pool, claim)  # nobody waits for it: give the room back
                 else:
                     claim.future.set_result(released)
+
+    def _publish_waiting(self, pool: Pool, node_id: str) -> None:
+        """How many adapters wait on the engine, for a load or a GPU slot (/metrics)."""
+        node = pool.core.cluster.nodes[node_id]
+        name = pool.nodes[node_id].handle.name
+        metrics.ADAPTERS_WAITING.labels(name, "load").set(len(node.waiting))
+        slot = len(node.queue.waiting_for_slot())
+        metrics.ADAPTERS_WAITING.labels(name, "gpu_slot").set(slot)
+
+    def first_token(self, version_id: UUID, ttft_s: float) -> None:
+        """A request for the version got its first token (its adapter's TTFT figures)."""
+        self.figures.first_token(str(version_id), ttft_s)
 
     def forget(self, engine_id: str, version_id: UUID) -> None:
         """The engine said it lacks the adapter: drop it from the core's view of that engine."""
@@ -219,6 +258,23 @@ class LivePlacement:
                 handle = pool.nodes[engine_id].handle
                 handle.loaded.discard(engine_adapter_name(version_id))
                 self.reconcile(pool, engine_id)
+
+    def bar(self, engine_id: str, version_id: UUID) -> None:
+        """Send no more requests for the version to the engine (its probes failed)."""
+        self.barred.setdefault(engine_id, set()).add(str(version_id))
+        for pool in self.pools.values():
+            pool.core.cluster.barred.setdefault(str(version_id), set()).add(engine_id)
+
+    def unbar(self, engine_id: str, version_id: UUID) -> None:
+        """The engine may serve the version again (its probes pass)."""
+        self.barred.get(engine_id, set()).discard(str(version_id))
+        for pool in self.pools.values():
+            pool.core.cluster.barred.get(str(version_id), set()).discard(engine_id)
+
+    def loaded(self, handle: EngineHandle, version_id: UUID) -> None:
+        """An engine load of the version finished: tell the watcher."""
+        if self.watcher is not None:
+            self.watcher.loaded(handle, version_id)
 
     # --- the core's inputs ----------------------------------------------------------------
 
@@ -229,11 +285,31 @@ class LivePlacement:
             pool = self.pools[base_model] = Pool(
                 base_model, self.policy, self.config.costs, self.node_spec
             )
+            for engine_id, versions in self.barred.items():
+                for key in versions:
+                    pool.core.cluster.barred.setdefault(key, set()).add(engine_id)
+        self._evacuate_draining(pool)
         for handle in pool.sync(self.registry.candidates(base_model)):
             self.reconcile(pool, handle.id)  # adopt what a joining engine already holds
             if handle.id in self._restarted:
                 self._restore(pool, handle.id)
         return pool
+
+    def _evacuate_draining(self, pool: Pool) -> None:
+        """Before a draining engine leaves the core, load its pinned and hot adapters on
+        the engines that stay, so its traffic finds them there."""
+        for node_id, node in list(pool.nodes.items()):
+            if not node.handle.draining:
+                self._evacuated.discard(node_id)
+                continue
+            if node_id in self._evacuated:
+                continue
+            self._evacuated.add(node_id)
+            actions = pool.core.evacuate(node_id, self.clock())
+            log.warning("engine %s is draining: re-placing %d adapter load(s)",
+                        node.handle.name, len(actions))  # fmt: skip
+            for action in actions:
+                self.runner.apply(pool, action.node_id, [action])
 
     def node_spec(self, handle: EngineHandle) -> NodeSpec:
         """The core's view of an engine's capacities."""
@@ -407,6 +483,9 @@ class LivePlacement:
                         await self.sync_pins()
                     for old, new in moves:
                         await self.promote(old, new)
+                    for version_id in self.hints.take_promoted():
+                        if self.watcher is not None:
+                            self.watcher.promoted(version_id)
             except Exception:  # the loop must outlive one bad round
                 log.exception("placement reconcile round failed")
 

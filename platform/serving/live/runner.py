@@ -15,12 +15,14 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
+from loraplex.observability import metrics
 from loraplex.serving.live.load_times import LoadTime, LoadTimes
 from loraplex.serving.live.pool import Pool
 from loraplex.serving.policy import Action, Evict, EvictReason, Load, Tier
 
 if TYPE_CHECKING:
     from loraplex.serving.live.placement import LivePlacement
+    from loraplex.serving.registry import EngineHandle
 
 log = logging.getLogger("loraplex.serving.live")
 
@@ -92,36 +94,48 @@ class ActionRunner:
             return
         ops = self.placement.ops.for_engine(handle)
         started = self.placement.clock()
-        came_from: Tier | None = None  # where an engine load found the version
         try:
             if action.tier is Tier.DISK:
-                await ops.fetch(handle, facts)
+                found = await ops.fetch(handle, facts)
             else:
-                came_from = await ops.load(handle, facts)
+                found = await ops.load(handle, facts)
                 self.loads += 1
         except Exception as exc:
             if pool.epoch(node_id) == epoch:
                 self._failed(pool, node_id, action, exc)
             return
+        seconds = self.placement.clock() - started
+        rank_class = str(handle.max_lora_rank)  # made, whether or not its engine stayed
+        metrics.observe_adapter_load(
+            found.name.lower(), action.tier.name.lower(), rank_class, seconds
+        )
+        if found is Tier.COLD:
+            self.placement.figures.fetched(action.version_id)
         if pool.epoch(node_id) != epoch:
             return  # a load into an engine incarnation that has since left: not its time
-        if came_from is not None:
-            self._timed(action.version_id, handle.name, came_from, started)
+        if action.tier is Tier.LOADED:
+            self._engine_loaded(handle, action.version_id, found, seconds)
         self._unloaded.get(node_id, {}).pop(action.version_id, None)
         now = self.placement.clock()
         after = pool.core.load_finished(node_id, action.version_id, action.tier, now)
         self.apply(pool, node_id, after)
         self.placement.dispatch(pool, node_id)
 
-    def _timed(self, version_id: str, engine: str, came_from: Tier, started: float) -> None:
-        """Remember how long a finished engine load took (the adapter page shows it)."""
-        seconds = self.placement.clock() - started
-        load = LoadTime(engine, came_from.name.lower(), seconds, datetime.now(UTC))
+    def _engine_loaded(
+        self, handle: EngineHandle, version_id: str, found: Tier, seconds: float
+    ) -> None:
+        """Remember how long an engine load took (the adapter page shows it); tell the
+        watcher of a real one (not one already done)."""
+        load = LoadTime(handle.name, found.name.lower(), seconds, datetime.now(UTC))
         self.load_times.record(version_id, load)
+        if found is not Tier.LOADED:
+            self.placement.figures.engine_load(version_id, seconds)
+            self.placement.loaded(handle, UUID(version_id))
 
     def _failed(self, pool: Pool, node_id: str, action: Load, error: Exception) -> None:
         """Undo the load in the core; its waiting requests get the error."""
         log.warning("loading %s into %s failed: %s", action.version_id, action.tier.name, error)
+        metrics.ADAPTER_LOADS.labels(action.tier.name.lower(), "error").inc()
         for request in pool.core.load_failed(node_id, action.version_id, action.tier):
             claim = pool.claims.pop(request.request_id, None)
             if claim is not None and not claim.abandoned and not claim.future.done():

@@ -11,6 +11,7 @@ from loraplex.serving.policy import Tier
 if TYPE_CHECKING:
     from loraplex.serving.live.placement import LivePlacement
     from loraplex.serving.live.pool import Pool
+    from loraplex.serving.policy.node import NodeState
 
 
 @dataclass(frozen=True)
@@ -42,7 +43,7 @@ def snapshot(placement: LivePlacement) -> dict[str, Any]:
     engines: list[dict[str, Any]] = []
     versions: list[dict[str, Any]] = []
     for pool in placement.pools.values():
-        engines.extend(_engines(pool))
+        engines.extend(_engines(pool, now))
         versions.extend(_versions(placement, pool, now))
     return {
         "engines": sorted(engines, key=lambda e: str(e["name"])),
@@ -52,7 +53,23 @@ def snapshot(placement: LivePlacement) -> dict[str, Any]:
     }
 
 
-def _engines(pool: Pool) -> list[dict[str, Any]]:
+def waiting_adapters(node: NodeState, now: float) -> list[dict[str, Any]]:
+    """Adapters with requests routed to the node and not yet released to it, longest
+    waiting first: for their engine load (`load`: being loaded, or no host slot is free) or,
+    loaded, for a GPU slot (`gpu slot`)."""
+    rows = [
+        {"version_id": v, "requests": len(rs), "waiting_s": now - min(r.arrival for r in rs),
+         "waiting_for": "load"}
+        for v, rs in node.waiting.items() if rs
+    ]  # fmt: skip
+    rows.extend(
+        {"version_id": v, "requests": count, "waiting_s": now - since, "waiting_for": "gpu slot"}
+        for v, (count, since) in node.queue.waiting_for_slot().items()
+    )
+    return sorted(rows, key=lambda row: -float(row["waiting_s"]))
+
+
+def _engines(pool: Pool, now: float) -> list[dict[str, Any]]:
     rows = []
     for node_id, entry in pool.nodes.items():
         node = pool.core.cluster.nodes[node_id]
@@ -70,6 +87,7 @@ def _engines(pool: Pool) -> list[dict[str, Any]]:
                 "running": node.running,
                 "queued": node.queue.size,
                 "loading": len(node.pending),
+                "waiting": waiting_adapters(node, now),
             }
         )
     return rows

@@ -47,6 +47,8 @@ class ClusterState:
         self._group_classes()
         self.locations: dict[VersionId, set[NodeId]] = {}  # nodes with any copy or load
         self.pinned: set[VersionId] = set()
+        # Nodes a version must not be served from (their probes gave other answers).
+        self.barred: dict[VersionId, set[NodeId]] = {}
         self._heat: dict[VersionId, tuple[float, float]] = {}
         self._decay_per_s = math.log(2) / heat_half_life_s
 
@@ -82,6 +84,17 @@ class ClusterState:
     def add_version(self, version: AdapterVersion) -> None:
         """Register a version placement may be asked about."""
         self.versions[version.version_id] = version
+
+    def is_barred(self, version: VersionId, node_id: NodeId) -> bool:
+        """Whether requests for `version` must not go to the node."""
+        return node_id in self.barred.get(version, ())
+
+    def servable(self, version: AdapterVersion) -> bool:
+        """Whether some node fits the version's rank and is not barred from it."""
+        return any(
+            node.spec.fits(version.rank) and not self.is_barred(version.version_id, node_id)
+            for node_id, node in self.nodes.items()
+        )
 
     def owner(self, version: VersionId) -> TenantId:
         """The tenant a version belongs to."""

@@ -34,6 +34,11 @@ class PolicyConfig:
     # than its plan cannot grow an unbounded backlog of cold loads (shed before queues
     # blow up).
     max_defer_s: float = 30.0
+    # Loads ahead of need (core.prefetch, core.warm): a request waiting at admission has its
+    # cold adapter loaded while it waits, not once it is admitted; a newly uploaded version
+    # is fetched onto a disk of its rank class before its first request.
+    load_on_arrival: bool = True
+    warm_on_upload: bool = True
     default_plan: TenantPlan = TenantPlan(cold_loads_per_minute=60.0)
     plans: Mapping[TenantId, TenantPlan] = field(default_factory=dict)
 

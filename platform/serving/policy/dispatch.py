@@ -126,6 +126,14 @@ class DispatchQueue:
         self.size -= len(vq.items)
         return [queued.request for queued in vq.items]
 
+    def waiting_for_slot(self) -> dict[VersionId, tuple[int, float]]:
+        """Adapters with queued requests that hold no GPU slot: how many, since when."""
+        return {
+            version: (len(vq.items), vq.items[0].entered)
+            for version, vq in self._versions.items()
+            if not vq.active and vq.items
+        }
+
     def _push_head(self, version: VersionId, vq: _VersionQueue) -> None:
         heap = self._active_heap if vq.active else self._idle_heap
         heapq.heappush(heap, (vq.items[0].tag, next(self._seq), version))

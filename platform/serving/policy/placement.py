@@ -57,7 +57,12 @@ class Placer:
     def choose(self, version: AdapterVersion) -> tuple[NodeState, Tier]:
         """The node to send a request to, and the tier the adapter has (or will have) there."""
         vid = version.version_id
-        holders = [n for n in self.cluster.holders(vid) if n.spec.fits(version.rank)]
+        barred = self.cluster.barred.get(vid, set())
+        holders = [
+            n
+            for n in self.cluster.holders(vid)
+            if n.spec.fits(version.rank) and n.node_id not in barred
+        ]
         scored = [(self._score(n, vid), n) for n in holders]
         best = max(scored, key=_first, default=None)
         if best is not None and best[0][0] and best[0][1] >= Tier.LOADED:
@@ -69,14 +74,21 @@ class Placer:
             scored += [
                 (self._score(nodes[i], vid), nodes[i])
                 for i in self._fresh_candidates(version)
-                if i not in held
+                if i not in held and i not in barred
+            ]
+        if not scored:  # every fresh candidate is barred: any other node that fits
+            scored = [
+                (self._score(n, vid), n)
+                for n in self.cluster.nodes.values()
+                if n.spec.fits(version.rank) and n.node_id not in barred
             ]
         key, node = max(scored, key=_first)
         return node, Tier(key[1])
 
     def best_holder(self, version: VersionId) -> NodeState | None:
         """The node where the version is closest to the GPU (then least loaded), if any."""
-        holders = list(self.cluster.holders(version))
+        barred = self.cluster.barred.get(version, set())
+        holders = [n for n in self.cluster.holders(version) if n.node_id not in barred]
         if not holders:
             return None
         return max(holders, key=lambda n: (n.reach(version), -n.load))

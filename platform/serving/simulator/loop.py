@@ -5,7 +5,9 @@ from __future__ import annotations
 import heapq
 import itertools
 import time
+from collections import deque
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -28,10 +30,11 @@ from loraplex.serving.policy import (
 )
 from loraplex.serving.policy.actions import Action
 from loraplex.serving.simulator import costs
+from loraplex.serving.simulator.bound import min_cold_loads
 from loraplex.serving.simulator.metrics import RunMetrics, summarize
 from loraplex.serving.simulator.workload import Workload
 
-_LOAD_DONE, _FINISH, _RETRY = 0, 1, 2
+_LOAD_DONE, _FINISH, _RETRY, _UPLOAD = 0, 1, 2, 3
 _SAMPLE_EVERY = 997  # requests between samples of resident adapters
 
 
@@ -55,11 +58,35 @@ class FutureTrace:
         return float(times[index]) if index < len(times) else float("inf")
 
 
+@dataclass(frozen=True, slots=True)
+class Gating:
+    """What happens before the core routes a request (the live gateway's side of it).
+
+    `places`: requests the cluster takes at once (admission's places); later arrivals wait
+    in arrival order and are routed as places free, while `PolicyCore.prefetch` may load
+    their adapters (`load_on_arrival`). `upload_lead_s`: each adapter version is uploaded
+    this long before its first request, and `PolicyCore.warm` may fetch it then
+    (`warm_on_upload`). None: no gate, no uploads (every other scenario).
+    """
+
+    places: int | None = None
+    upload_lead_s: float | None = None
+
+
 class Simulator:
     """Replays one workload against one policy configuration."""
 
-    def __init__(self, workload: Workload, nodes: Sequence[NodeSpec], config: PolicyConfig) -> None:
+    def __init__(
+        self,
+        workload: Workload,
+        nodes: Sequence[NodeSpec],
+        config: PolicyConfig,
+        gating: Gating | None = None,
+    ) -> None:
         self.workload = workload
+        self.gating = gating or Gating()
+        self._gate: deque[Request] = deque()  # arrived, waiting for a place
+        self._admitted = 0
         self.nodes = list(nodes)
         self.oracle = FutureTrace(workload) if config.eviction == "belady" else None
         next_use = self.oracle.next_use if self.oracle else None
@@ -81,6 +108,7 @@ class Simulator:
         total = len(arrival)
         i = 0
         now = 0.0
+        self._schedule_uploads()
         while i < total or events:
             if events and (i >= total or events[0][0] <= arrival[i]):
                 now, _, kind, a, b = heapq.heappop(events)
@@ -100,7 +128,36 @@ class Simulator:
     def _push(self, at: float, kind: int, a: Any, b: Any) -> None:
         heapq.heappush(self._events, (at, next(self._seq), kind, a, b))
 
+    def _schedule_uploads(self) -> None:
+        lead = self.gating.upload_lead_s
+        if lead is None:
+            return
+        firsts, at = np.unique(self.workload.adapter, return_index=True)
+        for index, first in zip(firsts.tolist(), at.tolist(), strict=True):
+            uploaded = max(0.0, float(self.workload.arrival[first]) - lead)
+            self._push(uploaded, _UPLOAD, self._versions[index], None)
+
     def _arrive(self, request: Request, now: float) -> None:
+        if self.oracle is not None:
+            self.oracle.now = now
+        places = self.gating.places
+        if places is None or (self._admitted < places and not self._gate):
+            self._admit(request, now)
+            return
+        self._gate.append(request)
+        self._apply(self.core.prefetch(request, now), now)
+
+    def _admit(self, request: Request, now: float) -> None:
+        self._admitted += 1
+        self._route(request, now)
+
+    def _left(self, now: float) -> None:
+        """A request left the cluster (finished or refused): its place goes to the next."""
+        self._admitted -= 1
+        if self._gate and (self.gating.places is None or self._admitted < self.gating.places):
+            self._admit(self._gate.popleft(), now)
+
+    def _route(self, request: Request, now: float) -> None:
         if self.oracle is not None:
             self.oracle.now = now
         routed = self.core.route(request, now)
@@ -110,6 +167,7 @@ class Simulator:
             return
         if isinstance(routed, Rejected):
             self.metrics.rejected += 1  # its TTFT stays NaN: not served
+            self._left(now)
             return
         self.metrics.found[request.request_id] = routed.found
         self._apply(routed.actions, now)
@@ -119,12 +177,15 @@ class Simulator:
         if kind == _FINISH:
             self._apply(self.core.request_finished(a, b, now), now)
             self._dispatch(a, now)
+            self._left(now)
         elif kind == _LOAD_DONE:
             node_id, version, tier = a
             self._apply(self.core.load_finished(node_id, version, tier, now), now)
             self._dispatch(node_id, now)
+        elif kind == _UPLOAD:
+            self._apply(self.core.warm(a, now), now)
         else:
-            self._arrive(a, now)
+            self._route(a, now)  # a deferred request's retry: it holds its place
 
     def _apply(self, actions: Sequence[Action], now: float) -> None:
         for action in actions:
@@ -163,12 +224,26 @@ class Simulator:
 
 
 def simulate(
-    name: str, workload: Workload, nodes: Sequence[NodeSpec], config: PolicyConfig
+    name: str,
+    workload: Workload,
+    nodes: Sequence[NodeSpec],
+    config: PolicyConfig,
+    gating: Gating | None = None,
 ) -> dict[str, Any]:
-    """Run one policy over one workload; returns its summary row."""
+    """Run one policy over one workload; returns its summary row, with the cold loads no
+    policy can go below on the same trace and cluster (bound.py) and its cold loads over it."""
     started = time.perf_counter()
-    metrics = Simulator(workload, nodes, config).run()
+    metrics = Simulator(workload, nodes, config, gating).run()
     wall = time.perf_counter() - started
     tenant_of = np.array([a.tenant_id for a in workload.adapters])
     slot_bytes = sum(n.gpu_slots * n.slot_bytes(costs.BYTES_PER_RANK) for n in nodes)
-    return summarize(name, metrics, tenant_of[workload.adapter], slot_bytes, wall)
+    row = summarize(name, metrics, tenant_of[workload.adapter], slot_bytes, wall)
+    bound = min_cold_loads(workload, nodes)
+    if gating is not None:  # what loading ahead changes: each adapter's first request
+        firsts = np.unique(workload.adapter, return_index=True)[1]
+        first = metrics.ttft[firsts][~np.isnan(metrics.ttft[firsts])]
+        row["first_ttft_p50_s"] = float(np.percentile(first, 50)) if len(first) else 0.0
+        row["first_ttft_p99_s"] = float(np.percentile(first, 99)) if len(first) else 0.0
+    row["cold_load_bound"] = bound
+    row["x_bound"] = row["cold_loads"] / bound if bound else 1.0
+    return row

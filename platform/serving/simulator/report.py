@@ -11,6 +11,8 @@ from loraplex.serving.simulator.seeds import Gap, PassCount
 COLUMNS: tuple[tuple[str, str], ...] = (
     ("policy", "{}"),
     ("cold_loads", "{:,}"),
+    ("cold_load_bound", "{:,}"),
+    ("x_bound", "{:.2f}x"),
     ("host_loads", "{:,}"),
     ("gpu_swaps", "{:,}"),
     ("hit_active", "{:.1%}"),
@@ -27,8 +29,14 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("resident_per_slot_gb", "{:.2f}"),
     ("wall_s", "{:.1f}"),
 )
-# Scan rows only: others' p99 without the scanner in the same policy, and the ratio.
-OPTIONAL = (("others_p99_without_scanner_s", "{:.3f}"), ("others_p99_ratio", "{:.2f}x"))
+# Scan rows: others' p99 without the scanner in the same policy, and the ratio. Gated and
+# uploads rows: the TTFT of each adapter's first request, what loading ahead changes.
+OPTIONAL = (
+    ("others_p99_without_scanner_s", "{:.3f}"),
+    ("others_p99_ratio", "{:.2f}x"),
+    ("first_ttft_p50_s", "{:.3f}"),
+    ("first_ttft_p99_s", "{:.3f}"),
+)
 
 
 def _cells(row: dict[str, Any], columns: tuple[tuple[str, str], ...]) -> list[str]:
@@ -59,14 +67,14 @@ def _aligned(header: list[str], body: list[list[str]]) -> str:
 
 
 def gap_table(gaps: list[Gap]) -> str:
-    """Each scenario's policies: cold loads as a multiple of Belady's, mean and worst."""
+    """Each scenario's policies: cold loads as a multiple of the bound, mean and worst."""
     seeds = max((g.seeds for g in gaps), default=0)
-    header = ["scenario", "policy", "mean x belady", "worst x belady", "seeds"]
+    header = ["scenario", "policy", "mean x bound", "worst x bound", "seeds"]
     body = [
         [g.scenario, g.policy, f"{g.mean:.2f}x", f"{g.worst:.2f}x", f"{g.seeds}/{seeds}"]
         for g in gaps
     ]
-    return _aligned(header, body) if body else "(no scenario with a belady row)"
+    return _aligned(header, body) if body else "(no scenario run)"
 
 
 def pass_table(counts: list[PassCount]) -> str:

@@ -8,7 +8,7 @@ from typing import Any
 
 from loraplex.serving.policy import NodeSpec, PolicyConfig, TenantPlan
 from loraplex.serving.simulator import costs
-from loraplex.serving.simulator.loop import simulate
+from loraplex.serving.simulator.loop import Gating, simulate
 from loraplex.serving.simulator.workload import SCAN_TENANT, WorkloadSpec, generate
 
 MAX_RANK = 64
@@ -35,7 +35,8 @@ BELADY = PolicyConfig(eviction="belady", default_plan=TenantPlan(cold_loads_per_
 LRU_NAME = "lru"
 GDSF_NAME = "gdsf+budget (old default)"
 DEFAULT_NAME = f"default ({DEFAULT.eviction}+budget)"
-BELADY_NAME = "belady (bound)"
+# Belady's eviction inside the real system: an oracle heuristic, not a bound (bound.py).
+BELADY_NAME = "belady (oracle)"
 COMPARED: tuple[tuple[str, PolicyConfig], ...] = (
     (LRU_NAME, LRU),
     (GDSF_NAME, GDSF),
@@ -152,6 +153,41 @@ def scale(spec: WorkloadSpec, shape: ClusterShape) -> list[dict[str, Any]]:
     return _compare(spec, uniform_nodes(shape), ((DEFAULT_NAME, DEFAULT),))
 
 
+# Loads ahead of need (policy/core.py prefetch and warm), each against the policy without it.
+AT_ADMISSION = "default, load when admitted"
+ON_ARRIVAL = "default, load on arrival"
+NO_WARM = "default, fetch on first request"
+WARM = "default, warm at upload"
+UPLOAD_LEAD_S = 60.0  # a version is uploaded this long before its first request
+
+
+def gated(spec: WorkloadSpec, shape: ClusterShape) -> list[dict[str, Any]]:
+    """Admission in front of the engines (places = what the engines run at once), load
+    near capacity so requests queue at the gate: a cold adapter's load starts when its
+    request is admitted, or as soon as it arrives (`PolicyCore.prefetch`)."""
+    workload = generate(spec)
+    nodes = uniform_nodes(shape)
+    gate = Gating(places=sum(n.gpu_slots for n in nodes))  # admission: places from slots
+    before = replace(DEFAULT, load_on_arrival=False)
+    return [
+        simulate(AT_ADMISSION, workload, nodes, before, gate),
+        simulate(ON_ARRIVAL, workload, nodes, DEFAULT, gate),
+    ]
+
+
+def uploads(spec: WorkloadSpec, shape: ClusterShape) -> list[dict[str, Any]]:
+    """Every version is uploaded UPLOAD_LEAD_S before its first request: that request
+    downloads it, or finds it on a disk of its rank class (`PolicyCore.warm`)."""
+    workload = generate(spec)
+    nodes = rank_class_nodes(shape, (8, 16, 64, 64))
+    gate = Gating(upload_lead_s=UPLOAD_LEAD_S)
+    before = replace(DEFAULT, warm_on_upload=False)
+    return [
+        simulate(NO_WARM, workload, nodes, before, gate),
+        simulate(WARM, workload, nodes, DEFAULT, gate),
+    ]
+
+
 Scenario = Callable[[WorkloadSpec, ClusterShape], list[dict[str, Any]]]
 SCENARIOS: dict[str, Scenario] = {
     "stationary": stationary,
@@ -159,4 +195,6 @@ SCENARIOS: dict[str, Scenario] = {
     "scan": scan,
     "rank-aware": rank_aware,
     "scale": scale,
+    "gated": gated,
+    "uploads": uploads,
 }

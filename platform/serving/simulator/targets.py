@@ -30,8 +30,9 @@ MIN_COLD_LOAD_CUT = 0.30  # the default's cold loads, the scanner's included, be
 MAX_OTHERS_P99_RATIO = 1.25  # others' p99 with the scanner / without it
 MAX_SCALE_WALL_S = 60.0
 # Stationary and shifting: the default's cold loads as a multiple of Belady's at most this.
-# Belady here evicts the entry needed farthest ahead and ignores size, so it bounds the
-# count only for equal sizes; a size-aware policy can come in under it (see the sweep).
+# Belady here evicts the entry needed farthest ahead inside the real system and ignores
+# size: an oracle heuristic a size-aware policy can beat, not a bound. The true lower bound
+# is every row's `cold_load_bound` (bound.py), reported beside it.
 MAX_BELADY_GAP = {"stationary": 1.0, "shifting": 1.1}
 
 

@@ -279,6 +279,18 @@ async def test_upload_that_is_not_multipart_is_a_400(target) -> None:
     assert response.status_code == 400
 
 
+async def test_malformed_multipart_body_is_a_400_naming_it(target) -> None:
+    tenant, adapter = target
+    boundary = "849b6d1417c362b039a50112dd4d3ab0"
+    response = await tenant.api.post(
+        f"/api/v1/tenants/{tenant.id}/adapters/{adapter}/versions",
+        content=f"--{boundary}\r\n-3.3e+16--{boundary}--\r\n".encode(),
+        headers={"content-type": f"multipart/form-data; boundary={boundary}"},
+    )
+    assert response.status_code == 400
+    assert "malformed" in response.json()["detail"]
+
+
 async def test_storage_quota_is_enforced(target, tmp_path: Path, operator: Api, app) -> None:
     tenant, adapter = target
     folder = write_adapter(tmp_path / "a")

@@ -36,6 +36,17 @@ async def test_created_key_is_shown_once_and_works(make_tenant) -> None:
     assert (await reader.get(f"/api/v1/tenants/{tenant.id}")).status_code == 200
 
 
+async def test_a_key_cannot_be_made_an_eval_runs_key_through_the_api(
+    make_tenant, database_url: str
+) -> None:
+    tenant = await make_tenant()
+    keys = f"/api/v1/tenants/{tenant.id}/api-keys"
+    refused = await tenant.api.post(keys, json={"name": "e", "usage_kind": "eval"})
+    assert refused.status_code == 400 and "usage_kind" in refused.text
+    created = (await tenant.api.post(keys, json={"name": "i"})).json()
+    assert (await _stored_key_row(database_url, created["prefix"]))["usage_kind"] == "inference"
+
+
 async def test_only_a_hash_of_the_secret_is_stored(make_tenant, database_url: str) -> None:
     tenant = await make_tenant()
     created = (

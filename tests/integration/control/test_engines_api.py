@@ -14,6 +14,7 @@ from litestar import Litestar
 
 from loraplex.api.deps import services_of
 from loraplex.db.config import sqlalchemy_config
+from loraplex.serving.engines.reported_facts import ReportedFacts
 from loraplex.serving.loader import engine_adapter_name
 from loraplex.serving.registry import EngineRegistry
 from loraplex.settings import Settings
@@ -136,6 +137,8 @@ async def test_a_duplicate_name_is_a_409(operator: Api) -> None:
         ({"agent_url": "engine:9000"}, "agent_url"),
         ({"gpu_slots": 8, "host_slots": 4}, "host_slots"),
         ({"max_lora_rank": 0}, "max_lora_rank"),
+        ({"max_lora_rank": 381}, "max_lora_rank"),  # vLLM refuses ranks outside its list
+        ({"gpu_slots": 13493, "host_slots": 16774}, "gpu_slots"),
         ({"name": "Has Spaces"}, "name"),
     ],
 )
@@ -203,7 +206,9 @@ async def test_the_poller_records_health_in_the_engine_row(
 
 async def test_an_engine_registered_while_polling_joins_rotation(operator: Api, live: Live) -> None:
     await live.registry.start()
-    engine = await registered(operator)
+    # Its own URL: the registry adopts earlier tests' engines, one of them SGLang at the
+    # default URL, and the engine there would contradict a vLLM registration.
+    engine = await registered(operator, url="http://127.0.0.1:3")
     await live.registry.poll_once()
     body = (await operator.get(f"{ENGINES}/{engine['id']}")).json()
     assert body["status"] == "healthy"
@@ -229,3 +234,48 @@ async def test_loaded_adapters_map_back_to_their_tenant_and_version(
     assert by_name[ours]["tenant"] == tenant.slug
     assert (by_name[ours]["adapter"], by_name[ours]["version"]) == (adapter, version["number"])
     assert by_name["stray"]["version_id"] is None
+
+
+async def test_an_engine_registered_while_down_joins_rotation_only_if_it_confirms_its_facts(
+    operator: Api, live: Live
+) -> None:
+    url = "http://127.0.0.1:4"
+    engine_down = live.drivers[url] = FakeDriver("vllm", url)
+    engine_down.up = False
+    engine = await registered(operator, url=url, gpu_slots=2, host_slots=4)  # taken on its word
+    await live.registry.start()
+    engine_down.up = True
+    engine_down.reported = ReportedFacts(kind="vllm", gpu_slots=4)  # started with --max-loras 4
+    await live.registry.poll_once()
+    body = (await operator.get(f"{ENGINES}/{engine['id']}")).json()
+    assert body["live"]["in_rotation"] is False
+    assert "--max-loras 4" in body["live"]["last_error"]
+
+
+async def test_an_engine_serving_another_base_model_is_refused_naming_base_model(
+    operator: Api, live: Live
+) -> None:
+    url = "http://127.0.0.1:6"
+    other = live.drivers[url] = FakeDriver("vllm", url)
+    other.reported = ReportedFacts(kind="vllm", served_models=("llama-3.1-8b",))
+    response = await register(operator, url=url)
+    assert response.status_code == 400, response.text
+    assert response.json()["param"] == "base_model"
+    assert "serves 'llama-3.1-8b'" in response.json()["detail"]
+
+
+async def test_an_engine_registered_while_down_on_another_base_model_stays_out_naming_it(
+    operator: Api, live: Live
+) -> None:
+    url = "http://127.0.0.1:7"
+    engine_down = live.drivers[url] = FakeDriver("vllm", url)
+    engine_down.up = False
+    engine = await registered(operator, url=url)  # silent: taken on its word
+    await live.registry.start()
+    engine_down.up = True
+    engine_down.reported = ReportedFacts(kind="vllm", served_models=("llama-3.1-8b",))
+    await live.registry.poll_once()
+    body = (await operator.get(f"{ENGINES}/{engine['id']}")).json()
+    assert body["status"] == "unhealthy"
+    assert body["live"]["in_rotation"] is False
+    assert "base_model is 'tiny-llama'" in body["live"]["last_error"]

@@ -22,6 +22,7 @@ from tests.support.adapter_api import create_adapter, ensure_tiny_base, upload_v
 # Tenant-accessible routes with no tenant in the path, and why they are safe.
 GLOBAL_TENANT_ROUTES = {
     ("GET", "/api/v1/me"): "describes the calling key only",
+    ("GET", "/api/v1/prices"): "prices are the deployment's, the same for every tenant",
     ("GET", "/api/v1/base-models"): "base models are shared by every tenant",
     ("GET", "/api/v1/base-models/{model_id:uuid}"): "base models are shared by every tenant",
     ("POST", "/v1/chat/completions"): "runs as the key's own tenant",
@@ -53,6 +54,38 @@ GLOBAL_TENANT_ROUTES = {
         "POST",
         "/v1/fine_tuning/jobs/{job_id:str}/cancel",
     ): "looked up within the key's tenant (else 404)",
+    ("POST", "/v1/evals"): "created in the key's own tenant",
+    ("GET", "/v1/evals"): "lists the key's own tenant's evals",
+    ("GET", "/v1/evals/{eval_id:str}"): "looked up within the key's tenant (else 404)",
+    ("DELETE", "/v1/evals/{eval_id:str}"): "looked up within the key's tenant (else 404)",
+    (
+        "POST",
+        "/v1/evals/{eval_id:str}/runs",
+    ): "the eval is looked up within the key's tenant (else 404)",
+    (
+        "GET",
+        "/v1/evals/{eval_id:str}/runs",
+    ): "the eval is looked up within the key's tenant (else 404)",
+    (
+        "GET",
+        "/v1/evals/{eval_id:str}/runs/{run_id:str}",
+    ): "the eval is looked up within the key's tenant (else 404)",
+    (
+        "DELETE",
+        "/v1/evals/{eval_id:str}/runs/{run_id:str}",
+    ): "the eval is looked up within the key's tenant (else 404)",
+    (
+        "POST",
+        "/v1/evals/{eval_id:str}/runs/{run_id:str}/cancel",
+    ): "the eval is looked up within the key's tenant (else 404)",
+    (
+        "GET",
+        "/v1/evals/{eval_id:str}/runs/{run_id:str}/output_items",
+    ): "the eval is looked up within the key's tenant (else 404)",
+    (
+        "GET",
+        "/v1/evals/{eval_id:str}/runs/{run_id:str}/output_items/{item_id:str}",
+    ): "the eval is looked up within the key's tenant (else 404)",
 }
 SKIPPED_METHODS = {"OPTIONS", "HEAD"}
 
@@ -164,7 +197,14 @@ async def test_routes_refuse_requests_without_a_key(app: Litestar, client) -> No
 async def test_console_routes_without_a_session_lead_to_sign_in(app: Litestar, client) -> None:
     """Every browser-UI route but sign-in itself: even with a valid CSRF token, no session
     means the sign-in page, never the data or the change."""
-    open_paths = {"/", "/login", "/logout", "/static/{file_path:path}"}
+    open_paths = {
+        "/",
+        "/login",
+        "/logout",
+        "/static/{file_path:path}",
+        "/login/sso/{name:str}",  # single sign-on starts and ends before any session
+        "/login/sso/{name:str}/callback",
+    }
     client.cookies.clear()
     await client.get("/login")  # the CSRF cookie, so what is checked is the session
     csrf = {"x-csrftoken": client.cookies["csrftoken"]}

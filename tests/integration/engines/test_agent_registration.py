@@ -1,8 +1,11 @@
 """Engines that register themselves: `loraplex agent --register-with` against the real API and
 a real vLLM CPU engine of its own (restarted here, so the shared engines stay up).
 
-The API process here has the agent token and short heartbeat limits; the engine serves a
-base model only this module uses, so every request for it goes through the agent's engine.
+The API process here has the shared agent token and short heartbeat limits; the agents do not
+have the token: each registers with a node credential minted for its engine's name and a
+secret of its own, which the API sends back when it loads adapters through it. The engine
+serves a base model only this module uses, so every request for it goes through an agent's
+engine.
 """
 
 from __future__ import annotations
@@ -16,16 +19,21 @@ from pathlib import Path
 import httpx
 import pytest
 from openai import OpenAI
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from loraplex.adapters.facts import facts_to_json, read_base_model_facts
+from loraplex.auth.agent_token import open_agent_secret
 from loraplex.bench.server import api_process, free_port
+from loraplex.db.models import Engine
 from loraplex.dev.corpus import adapter_examples
 from loraplex.serving.engines.launcher import EngineConfig, start_engine, stop_engine
 from loraplex.settings import Settings
 from tests.integration.finetune.conftest import Process
 
 pytestmark = pytest.mark.engine
-TOKEN = secrets.token_hex(16)
+TOKEN = secrets.token_hex(16)  # the API's shared agent token: the agents here do not take it
+SECRET_KEY = secrets.token_urlsafe(32)  # the API's, which seals the agents' secrets
 BASE = "loraplex-tiny-agent"
 SEED = 21
 FILES = ("adapter_config.json", "adapter_model.safetensors")
@@ -37,6 +45,7 @@ def api(gateway_settings: Settings) -> Iterator[str]:
     settings = replace(
         gateway_settings,
         agent_token=TOKEN,
+        secret_key=SECRET_KEY,
         agent_heartbeat_s=0.5,
         agent_stale_after_s=3.0,
         agent_forget_after_s=8.0,
@@ -79,10 +88,22 @@ def tenant(api: str, operator_key: str, engine: EngineConfig, tmp_path_factory) 
     return {"key": key, "id": made["id"]}
 
 
-def start_agent(api: str, engine: EngineConfig, name: str, gateway_settings: Settings) -> Process:
-    """`loraplex agent --register-with` beside the engine, as a deployment runs it."""
+def mint_credential(api: str, operator_key: str, name: str) -> str:
+    """A node credential for engine `name`, as an operator mints it."""
+    minted = httpx.post(f"{api}/api/v1/node-credentials", json={"engine_name": name},
+                        headers={"Authorization": f"Bearer {operator_key}"})  # fmt: skip
+    assert minted.status_code == 201, minted.text
+    return str(minted.json()["credential"])
+
+
+def start_agent(
+    api: str, engine: EngineConfig, name: str, gateway_settings: Settings, operator_key: str
+) -> Process:
+    """`loraplex agent --register-with` beside the engine, as a deployment of this release
+    runs it: no shared agent token, only its own secret."""
     port = free_port()
-    env = {**gateway_settings.to_env(), "LORAPLEX_AGENT_TOKEN": TOKEN}
+    env = {**gateway_settings.to_env(), "LORAPLEX_AGENT_TOKEN": "",
+           "LORAPLEX_NODE_CREDENTIAL": mint_credential(api, operator_key, name)}  # fmt: skip
     env["LORAPLEX_DATA_DIR"] = str(Path(gateway_settings.data_dir) / f"agent-{name}")
     args = ["agent", "--engine-url", engine.url, "--engine-kind", "vllm", "--port", str(port),
             "--register-with", api, "--name", name, "--base-model", BASE,
@@ -127,7 +148,7 @@ def test_an_agent_registers_its_engine_and_requests_are_served_there(
     api: str, engine: EngineConfig, tenant: dict, operator_key: str, gateway_settings: Settings
 ) -> None:
     name = f"agent-{secrets.token_hex(3)}"
-    agent = start_agent(api, engine, name, gateway_settings)
+    agent = start_agent(api, engine, name, gateway_settings, operator_key)
     try:
         wait_for("the engine in rotation", lambda: in_rotation(api, operator_key, name))
         registered = engine_named(api, operator_key, name)
@@ -157,7 +178,7 @@ def test_a_silent_agent_takes_its_engine_out_of_rotation_then_it_is_forgotten(
     api: str, engine: EngineConfig, operator_key: str, gateway_settings: Settings
 ) -> None:
     name = f"agent-{secrets.token_hex(3)}"
-    agent = start_agent(api, engine, name, gateway_settings)
+    agent = start_agent(api, engine, name, gateway_settings, operator_key)
     wait_for("the engine in rotation", lambda: in_rotation(api, operator_key, name))
     agent.kill()  # SIGKILL: no deregistration, the heartbeats just stop
     out_s = wait_for("out of rotation", lambda: not in_rotation(api, operator_key, name), 15)
@@ -166,13 +187,57 @@ def test_a_silent_agent_takes_its_engine_out_of_rotation_then_it_is_forgotten(
     print(f"\nsilent agent: out of rotation after {out_s:.1f}s, forgotten {gone_s:.1f}s later")
 
 
-def test_agent_registration_needs_the_agent_token(api: str) -> None:
+async def test_an_agent_refuses_the_secret_of_another_agent(
+    api: str,
+    engine: EngineConfig,
+    operator_key: str,
+    gateway_settings: Settings,
+    sessions: async_sessionmaker[AsyncSession],
+) -> None:
+    """Node A taken over knows its agent's secret (read here from the API's table, where it
+    is sealed): node B's agent refuses it, and the API's shared token too."""
+    names = [f"agent-{secrets.token_hex(3)}" for _ in range(2)]
+    agents = [start_agent(api, engine, name, gateway_settings, operator_key) for name in names]
+    try:
+        for name in names:
+            wait_for(
+                f"{name} registered", lambda n=name: engine_named(api, operator_key, n) is not None
+            )
+        async with sessions() as session:
+            found = select(Engine.name, Engine.agent_secret_sealed).where(Engine.name.in_(names))
+            sealed = dict((await session.execute(found)).tuples().all())
+        secret_a, secret_b = (open_agent_secret(SECRET_KEY, name, sealed[name]) for name in names)
+        assert secret_a and secret_b and secret_a != secret_b
+        assert secret_a not in str(sealed[names[0]])  # sealed at rest
+        a, b = agents
+
+        def answer(agent: Process, method: str, path: str, token: str) -> int:
+            url = f"{agent.url}{path}"  # type: ignore[attr-defined]
+            body = {"name": "lpx-x"} if method == "POST" else None
+            headers = {"Authorization": f"Bearer {token}"}
+            return httpx.request(method, url, json=body, headers=headers).status_code
+
+        for method, path in (("GET", "/adapters"), ("POST", "/unload")):
+            assert answer(b, method, path, secret_a) == 401, path  # A's secret at B
+            assert answer(b, method, path, TOKEN) == 401, path  # the shared token, unset there
+            assert answer(a, method, path, secret_b) == 401, path
+        assert answer(b, "GET", "/adapters", secret_b) == 200  # each takes its own
+        assert answer(a, "GET", "/adapters", secret_a) == 200
+    finally:
+        for agent in agents:
+            agent.stop()
+
+
+def test_agent_registration_needs_a_node_credential(api: str) -> None:
     body = {"url": "http://127.0.0.1:1", "kind": "vllm", "base_model": BASE,
             "agent_url": "http://127.0.0.1:2"}  # fmt: skip
     path = f"{api}/api/v1/agents/engines/intruder"
     assert httpx.put(path, json=body).status_code == 401
     wrong = httpx.put(path, json=body, headers={"Authorization": "Bearer not-the-token"})
     assert wrong.status_code == 401
+    # The API's agent token goes to agents; it registers nothing.
+    shared = httpx.put(path, json=body, headers={"Authorization": f"Bearer {TOKEN}"})
+    assert shared.status_code == 401
 
 
 def test_an_agent_cannot_take_over_an_operators_engine(
@@ -184,8 +249,9 @@ def test_an_agent_cannot_take_over_an_operators_engine(
     assert httpx.post(f"{api}/api/v1/engines", json=manual, headers=ops).status_code == 201
     body = {"url": "http://127.0.0.1:1", "kind": "vllm", "base_model": BASE,
             "agent_url": "http://127.0.0.1:2"}  # fmt: skip
+    credential = mint_credential(api, operator_key, name)
     taken = httpx.put(f"{api}/api/v1/agents/engines/{name}", json=body,
-                      headers={"Authorization": f"Bearer {TOKEN}"})  # fmt: skip
+                      headers={"Authorization": f"Bearer {credential}"})  # fmt: skip
     assert taken.status_code == 409 and "operator" in taken.json()["detail"]
     engine_id = engine_named(api, operator_key, name)["id"]  # type: ignore[index]
     httpx.delete(f"{api}/api/v1/engines/{engine_id}", headers=ops)

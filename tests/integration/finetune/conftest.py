@@ -9,12 +9,13 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
 
 from loraplex.settings import Settings
+from tests.integration.conftest import Platform
 
 
 @dataclass
@@ -56,9 +57,10 @@ class Process:
 
 
 @pytest.fixture(scope="session")
-def worker_env(gateway_settings: Settings) -> dict[str, str]:
-    """The API's settings, for the worker and beat processes."""
-    return gateway_settings.to_env()
+def worker_env(gateway_settings: Settings, platform: Platform) -> dict[str, str]:
+    """The API's settings, for the worker and beat processes; a gated job's eval calls the
+    session's API (it listens on a free port, not the settings' port)."""
+    return replace(gateway_settings, eval_api_url=platform.url).to_env()
 
 
 @pytest.fixture(scope="session")

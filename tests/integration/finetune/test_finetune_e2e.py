@@ -32,10 +32,17 @@ def _wait(client: OpenAI, job_id: str, statuses: set[str], timeout_s: float = 30
 
 
 def _start(
-    client: OpenAI, tmp_path: Path, seed: int, suffix: str, epochs: int, **hyper: object
+    client: OpenAI,
+    tmp_path: Path,
+    seed: int,
+    suffix: str,
+    epochs: int,
+    pairs: list[tuple[str, str]] | None = None,
+    extra_body: dict[str, object] | None = None,
+    **hyper: object,
 ) -> object:
-    pairs = adapter_examples(seed)
-    path = write_jsonl(tmp_path / f"train-{seed}.jsonl", chat_rows(pairs))
+    pairs = pairs or adapter_examples(seed)
+    path = write_jsonl(tmp_path / f"train-{seed}-{suffix}.jsonl", chat_rows(pairs))
     uploaded = client.files.create(file=path.open("rb"), purpose="fine-tune")
     return client.fine_tuning.jobs.create(
         model=BASE,
@@ -48,6 +55,7 @@ def _start(
             "learning_rate_multiplier": 15,
             **hyper,
         },
+        extra_body=extra_body,
     )
 
 
@@ -88,6 +96,60 @@ def test_fine_tuned_model_serves_the_trained_answers(
         f"steps {metrics[0].data['step']} at {metrics[0].data['tokens_per_s']:.0f} tok/s, "
         f"first served token {first_token_at - started:.1f}s after job creation, running={running.status}"
     )
+
+
+def _exact_answer_gate(served: Served, pairs: list[tuple[str, str]]) -> dict[str, object]:
+    """An eval asking each question of `pairs` for exactly its answer; the job's gate on it."""
+    criterion = {
+        "type": "string_check",
+        "name": "exact answer",
+        "operation": "eq",
+        "input": "{{sample.output_text}}",
+        "reference": "{{item.answer}}",
+    }
+    body = {
+        "data_source_config": {"type": "custom", "item_schema": {"type": "object"}},
+        "testing_criteria": [criterion],
+    }
+    response = httpx.post(f"{served.url}/v1/evals", json=body, headers=served.headers())
+    assert response.status_code == 200, response.text
+    items = [{"item": {"question": q, "answer": a}} for q, a in pairs]
+    template = {"type": "template", "template": [{"role": "user", "content": "{{item.question}}"}]}
+    data_source = {
+        "type": "completions",
+        "source": {"type": "file_content", "content": items},
+        "input_messages": template,
+        "sampling_params": {"temperature": 0, "max_completion_tokens": 32},
+    }
+    return {"eval_id": response.json()["id"], "threshold": 0.75, "data_source": data_source}
+
+
+def test_a_gated_job_promotes_the_demo_answers_and_not_shuffled_ones(
+    served: Served, worker: Process, tmp_path: Path
+) -> None:
+    client = _client(served)
+    demo = adapter_examples(81)
+    # every question trained on another question's answer: a fluent model that fails the eval
+    shuffled = [(q, demo[(i + 1) % len(demo)][1]) for i, (q, _) in enumerate(demo)]
+    gated = {"alias": "prod", "eval_gate": _exact_answer_gate(served, demo)}
+    started = time.monotonic()
+    outcomes = []
+    for pairs in (demo, shuffled):
+        job = _start(client, tmp_path, 81, "ft-gated", 60, pairs=pairs, extra_body=gated)
+        done = _wait(client, job.id, TERMINAL)
+        assert done.status == "succeeded", done.error
+        events = client.fine_tuning.jobs.list_events(job.id, limit=100).data
+        prod = httpx.get(
+            f"{served.url}/api/v1/tenants/{served.tenant_id}/adapters/ft-gated/aliases/prod",
+            headers=served.headers(),
+        ).json()["version"]
+        outcomes.append((done.fine_tuned_model, prod, [e.message for e in events]))
+    (first, first_prod, first_events), (second, second_prod, second_events) = outcomes
+    assert (first, first_prod) == ("ft-gated@v1", 1), first_events
+    assert (second, second_prod) == ("ft-gated@v2", 1), second_events
+    assert any("Alias prod stays" in m and "below the threshold" in m for m in second_events)
+    scores = [m for _, _, messages in outcomes for m in messages if m.startswith("Eval run")]
+    print(f"\ntwo gated fine-tunes took {time.monotonic() - started:.1f}s: {scores}")
 
 
 def test_cancel_stops_training_within_seconds(

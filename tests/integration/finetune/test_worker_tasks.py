@@ -6,7 +6,6 @@ failing is retried and then fails its job with an event."""
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -26,7 +25,7 @@ from loraplex.settings import Settings
 from loraplex.workers import process
 from loraplex.workers.celery_app import make_celery
 from tests.conftest import Api
-from tests.support.adapter_api import ensure_tiny_base
+from tests.support.adapter_api import ensure_tiny_base, upload_training_file
 
 ROWS = [
     {"messages": [{"role": "user", "content": f"q{i}"}, {"role": "assistant", "content": f"a{i}"}]}
@@ -76,14 +75,7 @@ def celery_app(settings: Settings) -> Iterator[tuple[Any, Sent]]:
 async def _tenant_with_file(make_tenant: Any, operator: Api) -> tuple[Any, str, str]:
     tenant = await make_tenant()
     base = await ensure_tiny_base(operator)
-    data = "".join(json.dumps(row) + "\n" for row in ROWS).encode()
-    uploaded = await tenant.api.post(
-        "/v1/files",
-        files={"file": ("support.jsonl", data, "application/jsonl")},
-        data={"purpose": "fine-tune"},
-    )
-    assert uploaded.status_code == 200, uploaded.text
-    return tenant, base, uploaded.json()["id"]
+    return tenant, base, await upload_training_file(tenant.api, ROWS)
 
 
 async def _create(settings: Settings, tenant: Any, base: str, file_id: str, app: Any) -> UUID:

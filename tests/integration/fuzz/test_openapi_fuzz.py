@@ -1,8 +1,8 @@
 """Schemathesis over the whole OpenAPI document, in-process, as an operator and as a tenant admin.
 
 Every operation in `/schema/openapi.json` gets its coverage cases and a bounded number of
-generated valid and invalid requests from a fixed seed (`fuzzing.py`), twice: with a tenant
-admin key and with an operator key. No request may answer a server error (a 503 only where
+generated valid and invalid requests from each of three fixed seeds (`fuzzing.py`), twice:
+with a tenant admin key and with an operator key. No request may answer a server error (a 503 only where
 no engine is the documented reason), every answer must match the schema documented for its
 status, and no error body may show internals.
 """

@@ -1,7 +1,10 @@
-"""An engine killed in the middle of a stream ends the stream with an error event, not a hang.
+"""An engine killed in the middle of a stream, with no other engine to continue the answer on,
+ends the stream with an error event, not a hang (with another engine the answer goes on
+there: tests/integration/gateway/test_failover.py, docs/failover.md).
 
 A second engine process is started for this (the session's shared engine stays up), under its
-own base-model name so the gateway routes the doomed stream only to it.
+own base-model name so the gateway routes the doomed stream only to it, and has no other
+engine to fail over to.
 """
 
 from __future__ import annotations
@@ -102,7 +105,7 @@ def _warm_up(served: Served) -> None:
     assert response.status_code == 200, response.text
 
 
-def test_killing_the_engine_mid_stream_ends_with_an_error_event(
+def test_killing_the_only_engine_mid_stream_ends_with_an_error_event(
     served: Served, doomed_engine: EngineConfig
 ) -> None:
     body = {

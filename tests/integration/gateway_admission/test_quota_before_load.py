@@ -8,7 +8,10 @@ import uuid
 
 import pytest
 
+from loraplex.control.quotas import Quotas
 from loraplex.gateway.admission import Overloaded, OverloadShedder, RateLimited, TenantQuotas
+from loraplex.gateway.admission.handle import AdmissionHandle
+from loraplex.gateway.admission.places import PlaceBook
 from loraplex.gateway.gate import EngineGate
 from loraplex.gateway.resolve import Target
 from loraplex.gateway.routing import EngineRouter
@@ -17,7 +20,7 @@ from tests.integration.gateway_admission.conftest import Backend, FakeClock
 from tests.support.fake_driver import fake_engine
 
 TARGET = Target(model="tiny", base_model="tiny", max_context=4096, base_source="/nowhere")
-ONE_A_MINUTE = {"requests_per_minute": 1, "priority": 1}
+ONE_A_MINUTE = Quotas(requests_per_minute=1, priority=1)
 
 
 async def test_over_its_quota_a_tenant_shed_for_load_is_told_429_not_503(
@@ -32,7 +35,7 @@ async def test_over_its_quota_a_tenant_shed_for_load_is_told_429_not_503(
         with pytest.raises(RateLimited) as over:
             await quotas.admit("heavy", ONE_A_MINUTE, request_id="b", **ask)  # type: ignore[arg-type]
         with pytest.raises(Overloaded) as busy:
-            await quotas.admit("light", {"priority": 0}, request_id="c", **ask)  # type: ignore[arg-type]
+            await quotas.admit("light", Quotas(priority=0), request_id="c", **ask)  # type: ignore[arg-type]
     finally:
         await quotas.aclose()
     assert over.value.status_code == 429 and over.value.headers["Retry-After"] == "60"
@@ -57,8 +60,8 @@ async def test_at_a_full_engine_cap_the_tenant_over_its_quota_gets_429(
         with pytest.raises(RateLimited):  # its minute's request is the one running
             await gate.admit(heavy, ONE_A_MINUTE, "r2", **args)  # type: ignore[arg-type]
         with pytest.raises(Overloaded):  # within its quota: the engine is what is full
-            await gate.admit(light, {"priority": 1}, "r3", **args)  # type: ignore[arg-type]
-        await quotas.release(running)  # type: ignore[arg-type]
+            await gate.admit(light, Quotas(priority=1), "r3", **args)  # type: ignore[arg-type]
+        await _end(running)
     finally:
         await quotas.aclose()
 
@@ -66,4 +69,9 @@ async def test_at_a_full_engine_cap_the_tenant_over_its_quota_gets_429(
 def _gate_with_cap_of_one(quotas: TenantQuotas) -> EngineGate:
     registry = EngineRegistry()
     registry.add(fake_engine(gpu_slots=1, host_slots=1))
-    return EngineGate(quotas, None, EngineRouter(registry, cache=None), 1, max_in_flight=1)  # type: ignore[arg-type]
+    return EngineGate(quotas, None, EngineRouter(registry, cache=None), PlaceBook(fixed=1))
+
+
+async def _end(running: AdmissionHandle) -> None:
+    async with running:
+        pass

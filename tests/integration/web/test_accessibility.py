@@ -17,6 +17,7 @@ from loraplex.finetune.transitions import add_event
 from tests.conftest import Api
 from tests.integration.web.conftest import needs_chromium, sign_in_page
 from tests.support.adapter_api import adapter_with_versions
+from tests.support.eval_rows import graded_run, make_eval
 from tests.support.lora_files import TINY_BASE
 from tests.support.screens import screenshot_both
 
@@ -41,8 +42,10 @@ async def _violations(page: Page) -> list[str]:
 def _shot_name(path: str) -> str:
     """`/console/adapters/a-1f2e` -> `console-adapters-one`: pages of one object by their kind."""
     parts = path.strip("/").split("/")
-    if len(parts) == 3:  # /console/adapters/<name>, /console/fine-tunes/<id>, /admin/tenants/<id>
+    if len(parts) >= 3:  # /console/adapters/<name>, /console/fine-tunes/<id>, /admin/tenants/<id>
         parts[2] = "one"
+    if len(parts) == 5:  # /console/evals/<id>/runs/<id>
+        parts[4] = "one"
     return "-".join(parts)
 
 
@@ -101,6 +104,11 @@ async def test_every_console_and_admin_page_has_no_serious_accessibility_violati
     aliases = f"/api/v1/tenants/{tenant.id}/adapters/{adapter}/aliases"
     assert (await tenant.api.put(f"{aliases}/prod", json={"version": 1})).status_code == 200
     job = await _running_job(settings, tenant.id, TINY_BASE.name)
+    eval_id = await make_eval(tenant)
+    answers = [("Capital of France?", "Paris", True), ("Capital of Peru?", "Quito", False)]
+    run = await graded_run(
+        settings, tenant, eval_id, f"{adapter}@v1", answers, gate_version=(adapter, 1)
+    )
     user = await make_user(tenant)
     page = await browser.new_page()
 
@@ -115,7 +123,10 @@ async def test_every_console_and_admin_page_has_no_serious_accessibility_violati
         f"/console/adapters/{adapter}",
         "/console/fine-tunes/",
         f"/console/fine-tunes/{job}",
+        "/console/evals/",
+        f"/console/evals/{eval_id}/runs/{run}",
         "/console/playground",
+        "/console/spend",
         "/console/audit",
         "/account/",
     ]

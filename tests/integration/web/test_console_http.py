@@ -8,7 +8,7 @@ from uuid import UUID
 import httpx
 
 from loraplex.db.config import sqlalchemy_config
-from loraplex.gateway.usage import SqlUsageWriter, UsageRecorder
+from loraplex.gateway.usage import SpendKey, SqlUsageWriter, UsageRecorder
 from tests.conftest import Api
 from tests.integration.web.conftest import PASSWORD, htmx, sign_in
 from tests.support.adapter_api import adapter_with_versions
@@ -48,8 +48,9 @@ async def test_the_overview_charts_todays_usage_against_the_daily_quota(
     browser_client, make_tenant, make_user, settings
 ) -> None:
     tenant = await make_tenant()
-    # as the gateway records two requests of 10 + 5 tokens
-    await _record_usage(settings, tenant, ("tiny-base", 10, 5, {}), ("tiny-base", 10, 5, {}))
+    # as the gateway records two requests of 10 + 5 tokens, the second an eval run's
+    evals = {"spend": SpendKey(None, None, "tiny-base", 0, kind="eval")}
+    await _record_usage(settings, tenant, ("tiny-base", 10, 5, {}), ("tiny-base", 10, 5, evals))
     user = await make_user(tenant)
     await sign_in(browser_client, user.email, PASSWORD)
 
@@ -57,7 +58,8 @@ async def test_the_overview_charts_todays_usage_against_the_daily_quota(
 
     assert "2 requests · 30 tokens · 0 errors" in page
     assert ": 30 tokens</title></rect>" in page  # this hour's bar
-    assert "30 / 5,000,000" in page  # the pro plan's daily_tokens
+    assert "30 / 5,000,000" in page  # the pro plan's daily_tokens, eval runs' tokens included
+    assert "Of today's tokens, 15 were eval runs'" in page
 
 
 async def test_the_overview_splits_the_days_tokens_by_model_most_first(

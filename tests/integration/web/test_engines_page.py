@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import secrets
-from datetime import UTC, datetime
+import uuid
 
 from loraplex.api.deps import services_of
+from loraplex.control.quotas import Quotas
+from loraplex.gateway.admission.places import PlaceBook
+from loraplex.gateway.gate import EngineGate
+from loraplex.gateway.resolve import Target
 from tests.conftest import Api
 from tests.integration.web.conftest import PASSWORD, htmx, sign_in
 from tests.support.adapter_api import ensure_tiny_base
@@ -83,34 +87,38 @@ async def test_tenant_admins_cannot_see_or_register_engines(
     assert refused.status_code == 403
 
 
-async def test_the_engines_page_and_api_say_when_and_why_the_cap_was_last_cut(
+async def test_the_engines_page_and_api_show_the_places_admission_gives_an_engine(
     app, browser_client, operator: Api, operator_user
 ) -> None:
     base = await ensure_tiny_base(operator)
     await sign_in(browser_client, operator_user.email, operator_user.password)
-    name = f"cap-{secrets.token_hex(3)}"
-    body = {"name": name, "url": NOWHERE, "kind": "vllm", "base_model": base}
+    name = f"places-{secrets.token_hex(3)}"
+    body = {"name": name, "url": NOWHERE, "kind": "vllm", "base_model": base, "gpu_slots": 12}
     engine_id = (await operator.post("/api/v1/engines", json=body)).json()["id"]
     handle = services_of(app).registry.get(engine_id)
     assert handle is not None
-    handle.in_flight_cap, handle.cap_cuts = 6, 2  # as the gate leaves it after two cuts
-    handle.cap_target_ms, handle.cap_tail_target_ms = 120.0, 152.0
-    handle.burst_limit = 2  # a burst of three was seen too slow
-    handle.cap_last_cut = "12 -> 6: median TTFT of the last 16 requests 210 ms, over 120 ms"
-    handle.cap_last_cut_at = datetime.now(UTC)
+    handle.healthy = True  # in rotation, as if its probe had answered
+    registry = services_of(app).registry
+    # A gate of its own, with places (the suite's runs with none), and no quotas: its view
+    # is what the page and the API read.
+    gate = EngineGate(None, None, services_of(app).gateway.router, PlaceBook(parallelism=8))
+    shown, registry.admission_view = registry.admission_view, gate.engine_view
+    target = Target(model=base, base_model=base, max_context=4096, base_source="/nowhere")
     try:
-        live = (await operator.get(f"/api/v1/engines/{engine_id}")).json()["live"]
-        table = (await browser_client.get("/admin/engines/live")).text
+        admitted = await gate.admit(
+            uuid.uuid4(), Quotas(priority=1), "r1", stream=False, target=target,
+            prompt_tokens=1, max_tokens=1,
+        )  # fmt: skip
+        async with admitted:
+            live = (await operator.get(f"/api/v1/engines/{engine_id}")).json()["live"]
+            table = (await browser_client.get("/admin/engines/live")).text
     finally:
+        handle.healthy, registry.admission_view = False, shown
         await operator.delete(f"/api/v1/engines/{engine_id}")
 
-    assert (live["in_flight_cap"], live["in_flight_cap_cuts"]) == (6, 2)
-    assert live["in_flight_cap_last_cut"].startswith("12 -> 6: median TTFT")
+    places = live["admission"]
+    assert (places["places"], places["source"]) == (12, "slots")  # its GPU slots, over 8
+    assert (places["pool_in_flight"], places["tenants"]) == (1, 1)
     row = table[table.index(f'data-engine="{name}"') :]
-    assert "cut 2 times, last 12 -&gt; 6: median TTFT" in row[: row.index("</tr>")]
-    assert live["in_flight_cap_target_ms"] == 120.0
-    assert "TTFT target 120 ms" in row[: row.index("</tr>")]
-    assert live["in_flight_cap_tail_target_ms"] == 152.0
-    assert "tail target 152 ms" in row[: row.index("</tr>")]
-    assert live["prefill_burst_limit"] == 2
-    assert "bursts of 2 for heavy tenants" in row[: row.index("</tr>")]
+    assert "places from slots" in row[: row.index("</tr>")]
+    assert "pool 1 / " in row[: row.index("</tr>")]

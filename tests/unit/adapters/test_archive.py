@@ -234,8 +234,8 @@ def test_decompression_bomb_is_stopped_at_the_cap(tmp_path, adapter):
 
 
 def test_bomb_hidden_in_a_tar_header_is_stopped_at_the_cap(tmp_path):
-    # A 16 MiB pax header: no member's data ever counts against the cap, so the decompressed
-    # stream itself must be capped (tarfile would read the whole header into memory).
+    # A 16 MiB pax header: no member's data ever counts against the cap, and tarfile would
+    # read the whole record into memory; the header scan refuses it by its declared size.
     bomb = tmp_path / "header-bomb.tar.gz"
     with tarfile.open(bomb, "w:gz", format=tarfile.PAX_FORMAT) as tar:
         info = tarfile.TarInfo("README.md")

@@ -100,11 +100,11 @@ def test_the_bench_counts_load_shedding_by_reason_over_all_tenants() -> None:
     metrics = "\n".join(
         [
             "# TYPE loraplex_admission_rejections_total counter",
-            'loraplex_admission_rejections_total{reason="engine_burst",tenant="a"} 3.0',
-            'loraplex_admission_rejections_total{reason="engine_burst",tenant="b"} 1.0',
-            'loraplex_admission_rejections_total{reason="engine_concurrency",tenant="a"} 5.0',
+            'loraplex_admission_rejections_total{reason="waited_too_long",tenant="a"} 3.0',
+            'loraplex_admission_rejections_total{reason="waited_too_long",tenant="b"} 1.0',
+            'loraplex_admission_rejections_total{reason="engine_busy",tenant="a"} 5.0',
             'loraplex_admission_rejections_total{reason="rpm",tenant="a"} 9.0',
             "",
         ]
     )
-    assert _shed_by_reason(metrics) == {"engine_burst": 4.0, "engine_concurrency": 5.0}
+    assert _shed_by_reason(metrics) == {"waited_too_long": 4.0, "engine_busy": 5.0}

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from litestar import Litestar, get
 from litestar.testing import TestClient
+from redis.exceptions import ConnectionError as RedisConnectionError
 from sqlalchemy.exc import DBAPIError
 
 from loraplex.adapters.errors import StoreUnavailable
@@ -38,8 +39,10 @@ def _raising(exc: Exception) -> Litestar:
             "SELECT 1", None, Exception("10.0.0.5:5432 closed"), connection_invalidated=True
         ),
         StoreUnavailable("Could not connect to the endpoint URL: http://10.0.0.5:9000/bucket"),
+        RedisConnectionError("No connection available."),  # a capped pool, all busy
+        RedisConnectionError("Error 111 connecting to 10.0.0.7:6379. Connection refused."),
     ],
-    ids=["refused", "starting-up", "invalidated", "object-store"],
+    ids=["refused", "starting-up", "invalidated", "object-store", "redis-pool", "redis-down"],
 )
 @pytest.mark.parametrize("path", ["/v1/models", "/api/v1/things"])
 def test_a_dependency_down_is_a_clean_503_with_retry_after(exc: Exception, path: str) -> None:

@@ -7,6 +7,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from tests.support.python_ast import parse
+
 ROOT = Path(__file__).resolve().parents[3]
 
 
@@ -14,7 +16,7 @@ def controller_modules() -> set[str]:
     """`loraplex.*` modules under platform/ that define a Litestar `Controller` subclass."""
     found = set()
     for path in (ROOT / "platform").rglob("*.py"):
-        tree = ast.parse(path.read_text())
+        tree = parse(path.read_text())
         for node in ast.walk(tree):
             if isinstance(node, ast.ClassDef) and any(
                 (isinstance(b, ast.Name) and b.id.endswith("Controller"))
@@ -30,7 +32,7 @@ def controller_modules() -> set[str]:
 def imported_modules(source: str) -> set[str]:
     """Every module a source file imports (absolute imports only: the codebase's style)."""
     names = set()
-    for node in ast.walk(ast.parse(source)):
+    for node in ast.walk(parse(source)):
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module:

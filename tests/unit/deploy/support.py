@@ -33,6 +33,7 @@ DOCKERFILES = [IMAGES / "Dockerfile", IMAGES / "Dockerfile.train"]
 DEPLOY_DOC = ROOT / "docs" / "deploy.md"
 
 OVERLAYS = ["dev", "prod"]
+NAMESPACES = {"dev": "loraplex-dev", "prod": "loraplex"}
 COMPOSE_PROFILES: list[frozenset[str]] = [frozenset(), frozenset({"cpu"}), frozenset({"gpu"})]
 
 # The ports the processes listen on, everywhere (README, docs/deploy.md).
@@ -80,9 +81,16 @@ def render_overlay(name: str) -> tuple[dict[str, Any], ...]:
     return tuple(_kustomize(K8S / "overlays" / name))
 
 
+def overlay_images(overlay: str) -> list[dict[str, str]]:
+    """The `images:` of an overlay's kustomization.yaml."""
+    text = (K8S / "overlays" / overlay / "kustomization.yaml").read_text()
+    return list(yaml.safe_load(text).get("images", []))
+
+
 @functools.cache
-def render_prod_with_optional_components() -> tuple[dict[str, Any], ...]:
-    """prod plus the servicemonitor and keda components, as docs/deploy.md adds them."""
+def render_with_components(overlay: str, components: tuple[str, ...]) -> tuple[dict[str, Any], ...]:
+    """An overlay plus optional components (names under deploy/k8s/components), as docs/deploy.md
+    adds them."""
     import tempfile
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -93,21 +101,26 @@ def render_prod_with_optional_components() -> tuple[dict[str, Any], ...]:
                 {
                     "apiVersion": "kustomize.config.k8s.io/v1beta1",
                     "kind": "Kustomization",
-                    "namespace": "loraplex",
-                    "resources": [str(rel / "overlays" / "prod")],
-                    "components": [
-                        str(rel / "components" / "servicemonitor"),
-                        str(rel / "components" / "keda"),
-                    ],
+                    "namespace": NAMESPACES[overlay],
+                    "resources": [str(rel / "overlays" / overlay)],
+                    "components": [str(rel / "components" / name) for name in components],
+                    # as when listed in the overlay itself: its images apply to what they add
+                    "images": overlay_images(overlay),
                 }
             )
         )
         return tuple(_kustomize(here))
 
 
+def render_prod_with_optional_components() -> tuple[dict[str, Any], ...]:
+    """prod plus the servicemonitor and keda components."""
+    return render_with_components("prod", ("servicemonitor", "keda"))
+
+
 def all_renders() -> dict[str, tuple[dict[str, Any], ...]]:
     renders = {name: render_overlay(name) for name in OVERLAYS}
     renders["prod+servicemonitor+keda"] = render_prod_with_optional_components()
+    renders["prod+node-model-cache"] = render_with_components("prod", ("node-model-cache",))
     return renders
 
 
@@ -171,13 +184,26 @@ def probe_port(container: dict[str, Any], probe: dict[str, Any]) -> int | None:
     return container_ports(container).get(str(port), port if isinstance(port, int) else None)
 
 
+# The agents' wrapper: a shell that reads the node credential from a file, then
+# `exec loraplex "$@"` with the arguments after its $0 (deploy/k8s/rank-classes/engine).
+WRAPPER_TAIL = 'exec loraplex "$@"'
+
+
+def unwrap(argv: list[str]) -> list[str]:
+    """`loraplex ARGS` for the credential wrapper (`sh -c '... exec loraplex "$@"' $0 ARGS`)."""
+    is_shell = len(argv) >= 4 and argv[0] in SHELLS and argv[1] == "-c"
+    if is_shell and argv[2].rstrip().endswith(WRAPPER_TAIL):
+        return ["loraplex", *argv[4:]]
+    return argv
+
+
 def k8s_argv(container: dict[str, Any]) -> list[str]:
     """The container's command line: command + args (the image's entrypoint when no command)."""
     command = container.get("command")
     args = container.get("args", [])
     if command is None and image_name(container["image"]) in LORAPLEX_IMAGES:
         return ["loraplex", *args]
-    return [*(command or []), *args]
+    return unwrap([*(command or []), *args])
 
 
 # ---- Compose ---------------------------------------------------------------------------------
@@ -258,6 +284,11 @@ def active_services(model: dict[str, Any], profiles: frozenset[str]) -> dict[str
     }
 
 
+def compose_engine_of(agent_name: str) -> str:
+    """The engine service of a Compose agent: agent-r16 -> engine-r16 (they share node-r16)."""
+    return "engine-" + agent_name.removeprefix("agent-")
+
+
 def compose_argv(service: dict[str, Any]) -> list[str]:
     """The service's command line: entrypoint + command (loraplex for our images)."""
     entrypoint = service.get("entrypoint")
@@ -268,7 +299,7 @@ def compose_argv(service: dict[str, Any]) -> list[str]:
         return ["loraplex", *command]
     if isinstance(entrypoint, str):
         entrypoint = shlex.split(entrypoint)
-    return [*(entrypoint or []), *command]
+    return unwrap([*(entrypoint or []), *command])
 
 
 # ---- command lines -----------------------------------------------------------------------------

@@ -51,10 +51,18 @@ def test_schema_validation_rejects_a_broken_file(tmp_path: Path) -> None:
     assert result.returncode != 0
 
 
+def without_hooks(model: dict[str, Any]) -> dict[str, Any]:
+    """`model` without `pre_stop` hooks: compose-spec's model predates them (Compose 2.30);
+    the official schema above checks them."""
+    for service in model["services"].values():
+        service.pop("pre_stop", None)
+    return model
+
+
 def test_parses_with_the_compose_spec_parser() -> None:
     from compose_spec import PyCompose
 
-    compose = PyCompose.from_json(json.dumps(support.compose_model()))
+    compose = PyCompose.from_json(json.dumps(without_hooks(support.compose_model())))
     compose.validate()
     assert set(compose.service_names()) == set(support.compose_model()["services"])
 
@@ -66,7 +74,7 @@ def test_compose_spec_parser_rejects_a_broken_file() -> None:
         ("api", "restart_policy", "always"),
         ("engine-r16", "shm_size", "lots"),
     ):
-        model = support.compose_model()
+        model = without_hooks(support.compose_model())
         model["services"][service][key] = value
         with pytest.raises(ValueError):
             PyCompose.from_json(json.dumps(model))
@@ -142,7 +150,9 @@ def test_platform_wiring() -> None:
     assert services["api"]["depends_on"]["migrate"]["condition"] == "service_completed_successfully"
     assert services["minio-init"]["image"].startswith("minio/mc:")
     assert "/readyz" in " ".join(services["api"]["healthcheck"]["test"])
-    assert support.compose_argv(services["migrate"]) == ["loraplex", "db", "upgrade"]
+    migrate = support.compose_argv(services["migrate"])
+    assert migrate[:2] == ["/bin/sh", "-ec"]
+    assert "wait_for_schema.py --reachable" in migrate[2] and "loraplex db upgrade" in migrate[2]
     assert support.compose_argv(services["beat"]) == ["loraplex", "beat"]
     for name, service in services.items():
         if name.startswith("engine-r"):
@@ -154,7 +164,7 @@ def test_platform_wiring() -> None:
             (device,) = service["deploy"]["resources"]["reservations"]["devices"]
             assert device["driver"] == "nvidia" and "gpu" in device["capabilities"], name
         if name.startswith("agent-"):
-            engine = service["network_mode"].removeprefix("service:")
+            engine = support.compose_engine_of(name)
             cache = next(v for v in service["volumes"] if v.endswith(":/var/lib/loraplex/cache"))
             assert f"{cache}:ro" in services[engine]["volumes"], (
                 f"{name} and {engine} share no cache"

@@ -41,8 +41,8 @@ def test_every_setting_is_listed_once() -> None:
 def test_rows_carry_type_default_and_comment() -> None:
     rows = {e.variable: e for e in generator().entries()}
     assert rows["LORAPLEX_PORT"].type == "int" and rows["LORAPLEX_PORT"].default == "8000"
-    assert rows["LORAPLEX_SECURE_COOKIES"].default == "false"
-    assert "HTTPS" in rows["LORAPLEX_SECURE_COOKIES"].comment  # the comment above the field
+    assert rows["LORAPLEX_SECURE_COOKIES"].default == "auto"
+    assert "local mode" in rows["LORAPLEX_SECURE_COOKIES"].comment  # the comment above it
     assert "in-process" in rows["LORAPLEX_REDIS_URL"].comment  # the comment on its line
     assert rows["LORAPLEX_DATABASE_URL"].section == "Storage"
     assert rows["LORAPLEX_ENGINES"].type == "JSON list"

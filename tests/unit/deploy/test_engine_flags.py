@@ -170,7 +170,7 @@ def _pairs() -> list[tuple[str, list[str], list[str]]]:
     services = support.compose_model()["services"]
     for name, service in services.items():
         if name.startswith("agent-"):
-            engine = services[service["network_mode"].removeprefix("service:")]
+            engine = services[support.compose_engine_of(name)]
             pairs.append(
                 (f"compose {name}", support.compose_argv(service), support.compose_argv(engine))
             )

@@ -25,7 +25,7 @@ import pytest
 from tests.unit.deploy import support
 
 KUBERNETES_VERSION = "1.32.0"
-RENDERS = ["dev", "prod", "prod+servicemonitor+keda"]
+RENDERS = ["dev", "prod", "prod+servicemonitor+keda", "prod+node-model-cache"]
 SECRET_NAMES = {"loraplex-secrets", "loraplex-dev-services"}  # created outside the repo
 
 
@@ -187,7 +187,10 @@ def test_platform_processes(name: str) -> None:
     assert support.find(objects, "PodDisruptionBudget", "loraplex-api") is not None
     job = support.find(objects, "Job", "loraplex-migrate")
     assert job is not None
-    assert support.k8s_argv(support.containers(job)[0]) == ["loraplex", "db", "upgrade"]
+    (migrate,) = support.pod_spec(job)["containers"]
+    assert support.k8s_argv(migrate) == ["loraplex", "db", "upgrade"]
+    (wait,) = support.pod_spec(job)["initContainers"]  # for the database to answer
+    assert support.k8s_argv(wait)[1:3] == ["/opt/loraplex/wait_for_schema.py", "--reachable"]
     # Everything that needs the schema waits for the Job's effect; the API never migrates.
     for workload in support.workloads(objects):
         loraplex_pod = support.pod_labels(workload).get("app.kubernetes.io/name") == "loraplex"
@@ -245,7 +248,8 @@ def test_engine_pods(name: str) -> None:
         assert startup["httpGet"]["path"] == "/health", where
         assert agent["readinessProbe"]["httpGet"]["path"] == "/readyz", where
         assert agent["livenessProbe"]["httpGet"]["path"] == "/healthz", where
-        assert server["lifecycle"]["preStop"]["exec"]["command"][0] == "sleep", where
+        drain = " ".join(server["lifecycle"]["preStop"]["exec"]["command"])
+        assert "http://127.0.0.1:8200/drain" in drain and "method='POST'" in drain, where
         if name == "prod":
             assert startup["periodSeconds"] * startup["failureThreshold"] >= 1200, where
             assert server["resources"]["limits"]["nvidia.com/gpu"] == 1, where
@@ -289,7 +293,9 @@ def test_optional_components_add_what_they_say() -> None:
     for sts in (o for o in objects if o["kind"] == "StatefulSet"):
         assert "replicas" not in sts["spec"], "KEDA owns the engines' replicas"
     for scaled in (o for o in objects if o["kind"] == "ScaledObject"):
-        (trigger,) = scaled["spec"]["triggers"]
-        assert trigger["type"] == "prometheus"
-        assert "sglang:num_queue_reqs" in trigger["metadata"]["query"]
-        assert scaled["spec"]["scaleTargetRef"]["name"] in trigger["metadata"]["query"]
+        # the demand the API's gate sees for the target's rank class (docs/observability.md)
+        rank_class = scaled["metadata"]["labels"]["loraplex.io/rank-class"]
+        assert scaled["spec"]["scaleTargetRef"]["name"] == f"loraplex-engine-r{rank_class}"
+        for trigger in scaled["spec"]["triggers"]:
+            assert trigger["type"] == "prometheus"
+            assert f'rank_class="{rank_class}"' in trigger["metadata"]["query"]

@@ -14,7 +14,7 @@ import pytest
 
 from tests.unit.deploy import support
 
-RENDERS = ["dev", "prod", "prod+servicemonitor+keda"]
+RENDERS = ["dev", "prod", "prod+servicemonitor+keda", "prod+node-model-cache"]
 
 
 def role(argv: list[str]) -> str | None:
@@ -117,17 +117,17 @@ def test_compose_ports() -> None:
         if r == "api":
             assert any(str(p).endswith(f":{listen}") for p in service["ports"]), name
         if r == "agent":
-            engine_name = service["network_mode"].removeprefix("service:")
+            # The agent and its engine share one node's network namespace (node-r16, ...).
+            engine_name = support.compose_engine_of(name)
+            node = service["network_mode"].removeprefix("service:")
+            assert services[engine_name]["network_mode"] == service["network_mode"], name
             engine = support.compose_argv(services[engine_name])
             engine_url = urlsplit(support.option_value(argv, "--engine-url"))
             assert engine_url.hostname == "127.0.0.1" and engine_url.port == port_of(engine)
             advertise = urlsplit(support.option_value(argv, "--advertise-url"))
-            assert (advertise.hostname, advertise.port) == (engine_name, listen)
+            assert (advertise.hostname, advertise.port) == (node, listen)
             engine_advertise = urlsplit(support.option_value(argv, "--engine-advertise-url"))
-            assert (engine_advertise.hostname, engine_advertise.port) == (
-                engine_name,
-                port_of(engine),
-            )
+            assert (engine_advertise.hostname, engine_advertise.port) == (node, port_of(engine))
             register = urlsplit(support.option_value(argv, "--register-with"))
             assert register.hostname in services
             assert port_of(support.compose_argv(services[register.hostname])) == register.port

@@ -21,6 +21,7 @@ def test_public_surface_is_exactly_all():
     modules = {
         "cli",
         "engine_env",
+        "facts_check",
         "http_driver",
         "launch_sglang",
         "launch_vllm",
@@ -28,6 +29,8 @@ def test_public_surface_is_exactly_all():
         "openai_wire",
         "priority",
         "protocol",
+        "recipes",
+        "reported_facts",
         "sglang",
         "sglang_cpu",
         "sglang_fanout",

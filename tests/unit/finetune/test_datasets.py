@@ -248,3 +248,21 @@ def test_identical_preferred_and_non_preferred_outputs_are_refused() -> None:
 
 def test_chat_row_in_a_preference_file_is_refused() -> None:
     assert "missing an 'input' object" in rejection(jsonl(CHAT), "dpo").errors[0].message
+
+
+def test_a_line_longer_than_any_row_is_refused_before_it_is_held():
+    validator = JsonlValidator(purpose_method="supervised", max_rows=10, max_bytes=2**30)
+    with pytest.raises(DatasetRejected) as caught:
+        for _ in range(10):  # 10 MiB without a newline, in 1 MiB chunks
+            validator.feed(b"x" * 2**20)
+    assert "longer than" in caught.value.message
+    assert caught.value.errors[0].line == 1
+
+
+def test_a_line_nested_too_deep_is_an_invalid_line_not_a_crash():
+    with pytest.raises(DatasetRejected) as caught:
+        validate_jsonl(
+            [b"[" * 100_000 + b"]" * 100_000 + b"\n"],
+            purpose_method="supervised", max_rows=10, max_bytes=2**30,
+        )  # fmt: skip
+    assert "nested too deep" in str(caught.value)

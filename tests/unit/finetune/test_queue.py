@@ -46,5 +46,7 @@ def test_the_celery_app_declares_routes_and_registers_the_same_names(tmp_path: P
         "loraplex.finetune.train",
         "loraplex.finetune.reap",
         "loraplex.adapters.reap",
+        "loraplex.adapters.import",
+        "loraplex.evals.run",
     }
     assert sorted(ALL_QUEUES.split(",")) == sorted(Queue)

@@ -1,4 +1,4 @@
-"""Places under the cap are split by plan weight, within each tenant's concurrency bound."""
+"""Places on the engines are split by plan weight, within each tenant's concurrency bound."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ import pytest
 from loraplex.gateway.admission.fair_share import (
     Claim,
     fair_shares,
-    may_borrow,
     neediest,
     weight_of,
 )
@@ -46,18 +45,6 @@ def test_what_a_bounded_tenant_cannot_use_goes_to_the_others() -> None:
     shares = fair_shares(10, {"a": Claim(1, bound=1), "b": Claim(1), "c": Claim(1)})
     assert shares == {"a": 1, "b": 4.5, "c": 4.5}
     assert math.fsum(shares.values()) == 10
-
-
-def test_a_tenant_below_its_share_borrows_past_the_cap_only_from_one_above_its_own() -> None:
-    shares = {"flood": 4.0, "quiet": 4.0}
-    assert may_borrow("quiet", {"flood": 7, "quiet": 1}, shares)
-    assert not may_borrow("flood", {"flood": 7, "quiet": 1}, shares)
-    assert not may_borrow("quiet", {"flood": 4, "quiet": 3}, shares)  # nobody above: wait
-
-
-def test_with_more_tenants_than_places_nobody_borrows() -> None:
-    shares = fair_shares(1, {"a": Claim(1), "b": Claim(1)})
-    assert not may_borrow("b", {"a": 1}, shares)
 
 
 def test_a_freed_place_goes_to_the_tenant_furthest_below_its_share() -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator, Callable
-from pathlib import Path
 
 import pytest
 from prometheus_client import Histogram
@@ -26,11 +25,12 @@ from loraplex.serving.engines import (
     GenerateRequest,
 )
 from loraplex.serving.registry import EngineHandle, EngineRegistry
+from tests.support.driver_stubs import IdleEngineCalls
 
 TARGET = Target(model="tiny", base_model="tiny", max_context=4096, base_source="/nowhere")
 
 
-class ScriptedDriver:
+class ScriptedDriver(IdleEngineCalls):
     """An engine whose stream follows a script: text pieces with delays, or a failure."""
 
     kind = "vllm"
@@ -56,18 +56,6 @@ class ScriptedDriver:
         self.started: list[str] = []
         self.read_to_end: list[str] = []  # rids whose reply was read past the finish
 
-    async def health(self) -> EngineHealth:
-        return EngineHealth(True, 0.0)
-
-    async def list_loaded(self) -> set[str]:
-        return set()
-
-    async def load(self, name: str, path: Path, pinned: bool = False) -> None:
-        return None
-
-    async def unload(self, name: str) -> None:
-        return None
-
     async def generate(self, request: GenerateRequest) -> AsyncIterator[GenerateChunk]:
         self.started.append(request.rid)
         await asyncio.sleep(self.first_delay_s)
@@ -90,12 +78,6 @@ class ScriptedDriver:
 
     async def abort(self, rid: str) -> None:
         self.aborted.append(rid)
-
-    async def metrics(self) -> dict[str, float]:
-        return {}
-
-    async def aclose(self) -> None:
-        return None
 
 
 def _router(*drivers: ScriptedDriver) -> EngineRouter:

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from loraplex.control.quotas import Quotas
 from loraplex.errors import InvalidInput
 from loraplex.gateway.options import NamedToolChoice
 from loraplex.gateway.pump import StreamLimits
@@ -495,7 +496,7 @@ async def test_the_gateway_prepares_a_translated_request() -> None:
         max_output_tokens=9,
         stream=True,
     )
-    call = await gateway.prepare(uuid.uuid4(), chat, {})
+    call = await gateway.prepare(uuid.uuid4(), chat, Quotas())
     assert call.stream and call.include_usage and call.kind == "chat"
     request = call.request
     assert request.max_tokens == 9 and request.messages == chat.messages

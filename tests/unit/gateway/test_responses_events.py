@@ -23,6 +23,7 @@ from openai import BadRequestError, OpenAI
 from openai.types.responses import Response, ResponseStreamEvent
 
 from loraplex.auth.principal import Principal
+from loraplex.control.quotas import Quotas
 from loraplex.errors import InvalidInput, exception_handlers
 from loraplex.gateway.buffer import StreamBuffer
 from loraplex.gateway.limits import TenantLimits
@@ -446,7 +447,13 @@ class ScriptedGateway(Gateway):  # a Gateway to the route's typed dependency
         return buffer
 
     async def prepare(
-        self, tenant_id: Any, body: Any, limits: Any, received_at: Any
+        self,
+        tenant_id: Any,
+        body: Any,
+        limits: Any,
+        received_at: Any,
+        key_id: Any = None,
+        usage_kind: str = "inference",
     ) -> AdmittedRequest:
         if self.refusal is not None:
             raise self.refusal
@@ -471,8 +478,8 @@ class NoLimits(TenantLimits):
     def __init__(self) -> None:
         pass
 
-    async def get(self, tenant_id: Any) -> dict[str, int]:
-        return {}
+    async def get(self, tenant_id: Any) -> Quotas:
+        return Quotas()
 
 
 @pytest.fixture

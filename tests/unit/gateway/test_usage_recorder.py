@@ -33,7 +33,7 @@ class FakeWriter:
         self.failing = False
         self.attempts = 0
 
-    async def write(self, rows: Sequence[UsageRow]) -> None:
+    async def write(self, rows: Sequence[UsageRow], spend: Sequence[object] = ()) -> None:
         self.attempts += 1
         if self.failing:
             raise ConnectionError("database down")
@@ -139,7 +139,7 @@ async def test_a_successful_flush_is_not_written_again(
 
 async def test_a_cancelled_flush_keeps_the_counts() -> None:
     class HangingWriter:
-        async def write(self, rows: Sequence[UsageRow]) -> None:
+        async def write(self, rows: Sequence[UsageRow], spend: Sequence[object] = ()) -> None:
             await asyncio.Event().wait()
 
     hanging = UsageRecorder(HangingWriter())

@@ -94,3 +94,27 @@ async def test_a_store_outage_on_the_agent_reaches_the_gateway_as_one(
     with pytest.raises(StoreUnavailable):
         await ops.load(node_engine, version)
     await ops.aclose()
+
+
+def _sample(page: str, name: str) -> float | None:
+    """The value of the unlabelled series `name` (or of its `result="ok"` child) in `page`."""
+    for line in page.splitlines():
+        if line.startswith((f"{name} ", f'{name}{{result="ok"}} ')):
+            return float(line.rsplit(" ", 1)[1])
+    return None
+
+
+async def test_the_agents_metrics_show_a_load_and_the_cache_it_filled(
+    cluster: Cluster, agent: AsyncTestClient
+) -> None:
+    before = (await agent.get("/metrics")).text
+    assert _sample(before, "loraplex_agent_cache_bytes") == 0
+    version = cluster.version()
+    body = {"version_id": str(version.version_id), "storage_key": version.storage_key,
+            "files": dict(version.files)}  # fmt: skip
+    assert (await agent.post("/load", json=body)).status_code == 200
+    page = await agent.get("/metrics")  # no token: the series name no tenant
+    assert page.status_code == 200
+    assert _sample(page.text, "loraplex_agent_loads_total") == 1
+    assert (_sample(page.text, "loraplex_agent_cache_bytes") or 0) > 0
+    assert "loraplex_inference_requests" not in page.text  # the API's series stay out

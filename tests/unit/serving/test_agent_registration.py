@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from dataclasses import replace
 
 import httpx
 
@@ -102,3 +103,19 @@ async def test_a_hanging_heartbeat_does_not_hide_an_engine_restart() -> None:
     assert agent.engine_generation == 1 and len(fake.restarts) == 1
     agent.registered = False  # nothing to deregister from an API that does not answer
     await agent.stop()
+
+
+async def test_each_registration_carries_the_agents_own_secret_and_no_log_shows_it() -> None:
+    fake = Fake()
+    agent = registrar(fake)
+    agent.registration = replace(REGISTRATION, agent_secret="s" * 43)
+    await agent.beat()
+    await agent.beat()
+    assert [call[2]["agent_secret"] for call in fake.calls] == ["s" * 43] * 2
+    assert "s" * 43 not in repr(agent.registration)
+
+
+async def test_a_registration_without_a_secret_sends_none() -> None:
+    fake = Fake()
+    await registrar(fake).beat()
+    assert "agent_secret" not in fake.calls[0][2]  # as agents before it: old APIs take it

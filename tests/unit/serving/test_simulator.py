@@ -17,7 +17,7 @@ from loraplex.serving.simulator.scenarios import (
     ClusterShape,
     scan,
 )
-from loraplex.serving.simulator.seeds import belady_gaps, parse_seeds, pass_counts
+from loraplex.serving.simulator.seeds import bound_gaps, parse_seeds, pass_counts
 from loraplex.serving.simulator.workload import WorkloadSpec, generate
 
 
@@ -41,9 +41,10 @@ def test_simulate_prints_a_table_and_writes_json(tmp_path: Path) -> None:
         ["--scenario", "stationary", "--requests", "2000", "--adapters", "200", "--json", str(out)],
     )
     assert result.exit_code == 0, result.output
-    assert "belady (bound)" in result.output
+    assert "belady (oracle)" in result.output and "cold_load_bound" in result.output
     rows = json.loads(out.read_text())["runs"][0]["rows"]
-    assert {row["policy"] for row in rows} >= {"lru", "belady (bound)"}
+    assert {row["policy"] for row in rows} >= {"lru", "belady (oracle)"}
+    assert all(row["cold_loads"] >= row["cold_load_bound"] > 0 for row in rows)
 
 
 def test_simulate_prints_a_verdict_per_target() -> None:
@@ -72,9 +73,9 @@ def test_parse_seeds_reads_ranges_and_lists() -> None:
 
 def _record(seed: int, default: int, passed: bool) -> dict[str, object]:
     rows = [
-        {"policy": "lru", "cold_loads": 300},
-        {"policy": DEFAULT_NAME, "cold_loads": default},
-        {"policy": BELADY_NAME, "cold_loads": 100},
+        {"policy": "lru", "cold_loads": 300, "x_bound": 3.0},
+        {"policy": DEFAULT_NAME, "cold_loads": default, "x_bound": default / 100},
+        {"policy": BELADY_NAME, "cold_loads": 100, "x_bound": 1.0},
     ]
     target = {"target": "t", "passed": passed, "measured": ""}
     return {"scenario": "stationary", "seed": seed, "rows": rows, "targets": [target]}
@@ -86,8 +87,8 @@ def test_pass_counts_count_the_seeds_that_passed_each_target() -> None:
     assert (count.passed, count.seeds) == (2, 3)
 
 
-def test_belady_gaps_report_mean_and_worst_over_seeds() -> None:
-    gaps = {g.policy: g for g in belady_gaps([_record(0, 110, True), _record(1, 130, True)])}
+def test_bound_gaps_report_mean_and_worst_over_seeds() -> None:
+    gaps = {g.policy: g for g in bound_gaps([_record(0, 110, True), _record(1, 130, True)])}
     assert gaps[DEFAULT_NAME].mean == pytest.approx(1.2)
     assert gaps[DEFAULT_NAME].worst == pytest.approx(1.3)
 
@@ -96,5 +97,5 @@ def test_simulate_with_seeds_prints_the_gap_and_pass_tables() -> None:
     args = ["--scenario", "stationary", "--seeds", "0-1", "--requests", "1500", "--adapters", "150"]
     result = CliRunner().invoke(simulate, args)
     assert result.exit_code == 0, result.output
-    assert "mean x belady" in result.output
+    assert "mean x bound" in result.output
     assert "seeds passing" in result.output

@@ -48,14 +48,14 @@ def test_a_tenants_refusals_are_its_own_by_reason_with_the_status_its_client_got
         "loraplex_admission_rejections", "", ["reason", "tenant"], registry=registry
     )
     rejections.labels("rpm", "t1").inc(3)
-    rejections.labels("engine_concurrency", "t1").inc(5)
+    rejections.labels("engine_busy", "t1").inc(5)
     rejections.labels("rpm", "t2").inc(7)  # another tenant's
     rejections.labels("something_new", "t1").inc()
 
     rows = tenant_refusals("t1", registry)
 
     assert [(r.reason, r.status, r.count) for r in rows] == [
-        ("engine_concurrency", 503, 5),
+        ("engine_busy", 503, 5),
         ("rpm", 429, 3),
         ("something_new", None, 1),  # a reason the UI does not know still shows, by its name
     ]

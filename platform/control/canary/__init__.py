@@ -1,0 +1,1 @@
+"""Canary analysis: each alias canary compared with its stable version, promoted or rolled back."""

@@ -1,0 +1,1 @@
+"""Node credentials: minted by operators, one engine name each, revocable."""

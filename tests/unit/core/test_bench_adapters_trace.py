@@ -1,0 +1,109 @@
+"""The adapters bench's load is the simulator's workload made concrete: the same seed gives
+the same trace, popularity is Zipf with a hot set that moves mid-run, a scanner asks for
+adapters nobody else does, prompts are short or long; its bound is one no cache beats."""
+
+from __future__ import annotations
+
+from collections import Counter, OrderedDict
+
+import numpy as np
+
+from loraplex.bench.adapters_trace import (
+    LoadShape,
+    is_scan,
+    make_trace,
+    questions_for,
+    rank_of,
+    resident_trace,
+    tier_bounds,
+)
+from loraplex.bench.adapters_verdict import loraplex_nodes
+
+SHAPE = LoadShape(slots=8, working_set=4, scan_adapters=16, rate_per_s=20.0, seconds=60.0)
+
+
+def test_the_same_seed_gives_the_same_trace_and_another_seed_another() -> None:
+    _, first = make_trace(SHAPE)
+    _, again = make_trace(SHAPE)
+    _, other = make_trace(LoadShape(**{**_fields(SHAPE), "seed": 1}))
+    assert first == again
+    assert [r.adapter for r in first] != [r.adapter for r in other]
+
+
+def _fields(shape: LoadShape) -> dict:
+    return {name: getattr(shape, name) for name in shape.__slots__}
+
+
+def test_popularity_is_skewed_and_the_hot_set_moves_at_half_time() -> None:
+    workload, trace = make_trace(SHAPE)
+    halves = [
+        Counter(r.adapter for r in trace if (r.at_s < SHAPE.seconds / 2) == first and not is_scan(workload, r.adapter))
+        for first in (True, False)
+    ]  # fmt: skip
+    for counts in halves:
+        ordered = sorted(counts.values(), reverse=True)
+        assert ordered[0] >= 5 * ordered[len(ordered) // 2]  # Zipf: the head dwarfs the median
+    hot_before = {a for a, _ in halves[0].most_common(4)}
+    hot_after = {a for a, _ in halves[1].most_common(4)}
+    assert not hot_before & hot_after
+
+
+def test_the_scanner_asks_for_its_own_adapters_each_only_a_few_times() -> None:
+    workload, trace = make_trace(SHAPE)
+    scanned = Counter(r.adapter for r in trace if is_scan(workload, r.adapter))
+    assert set(scanned) == set(range(SHAPE.regular_adapters, SHAPE.adapters))
+    assert 0.05 < sum(scanned.values()) / len(trace) < 0.15  # its share: 10%
+    assert max(scanned.values()) <= 2 + len(trace) * 0.1 / SHAPE.scan_adapters
+
+
+def test_prompts_are_short_questions_or_long_passages_ending_in_one() -> None:
+    _, trace = make_trace(SHAPE)
+    long = [r for r in trace if r.long]
+    assert 0.1 < len(long) / len(trace) < 0.4
+    for r in trace:
+        assert r.question in questions_for(r.adapter)
+        assert r.prompt.endswith(r.question)
+        assert (len(r.prompt) > 1000) == r.long
+
+
+def test_adapters_have_every_rank_and_the_workload_says_the_same() -> None:
+    workload, _ = make_trace(SHAPE)
+    assert {rank_of(i) for i in range(SHAPE.adapters)} == {8, 16, 32, 64}
+    assert [a.rank for a in workload.adapters] == [rank_of(i) for i in range(SHAPE.adapters)]
+
+
+def test_the_floor_keeps_arrivals_and_prompts_on_adapters_that_fit_the_slots() -> None:
+    _, trace = make_trace(SHAPE)
+    floor = resident_trace(trace, 4)
+    assert {r.adapter for r in floor} <= set(range(4))
+    assert [(r.at_s, r.prompt) for r in floor] == [(r.at_s, r.prompt) for r in trace]
+
+
+def _lru_misses(sequence: list[int], capacity: int) -> int:
+    held: OrderedDict[int, None] = OrderedDict()
+    misses = 0
+    for item in sequence:
+        if item in held:
+            held.move_to_end(item)
+            continue
+        misses += 1
+        held[item] = None
+        if len(held) > capacity:
+            held.popitem(last=False)
+    return misses
+
+
+def test_no_cache_of_the_clusters_slots_loads_fewer_than_the_bound() -> None:
+    workload, _ = make_trace(SHAPE)
+    nodes = loraplex_nodes(gpu_slots=4, host_slots=8)
+    bounds = tier_bounds(workload.adapter, nodes)
+    sequence = workload.adapter.tolist()
+    assert bounds.cold == len(set(sequence))
+    assert bounds.cold <= bounds.host <= _lru_misses(sequence, 16)
+    assert bounds.host <= bounds.gpu <= _lru_misses(sequence, 8)
+    assert bounds.gpu > bounds.cold  # the working set is 4x the slots: slots must churn
+
+
+def test_a_trace_that_fits_the_slots_loads_each_adapter_once() -> None:
+    bounds = tier_bounds(np.array([0, 1, 2, 0, 1, 2, 3]), loraplex_nodes(2, 4))
+    assert (bounds.cold, bounds.host, bounds.gpu) == (4, 4, 4)
