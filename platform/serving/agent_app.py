@@ -43,7 +43,7 @@ NOBODY = uuid.UUID(int=0)
 
 
 class LoadIn(msgspec.Struct, frozen=True):
-    """A version to make loaded on this node's engine."""
+    """A version to fetch onto this node's disk, or to make loaded on its engine."""
 
     version_id: uuid.UUID
     storage_key: str
@@ -143,6 +143,15 @@ def create_agent_app(
             body.update(engine_up=registrar.engine_up, draining=registrar.draining)
         return Response(body, status_code=200 if ready else 503)
 
+    @post("/fetch", status_code=200, guards=guards)
+    async def fetch(data: LoadIn) -> dict[str, Any]:
+        """Pull the version onto this node's disk, without touching the engine; answers
+        where it was (`cold`: downloaded now). The gateway fetches before it evicts an
+        adapter from the engine to make room, so an object store outage costs no slot."""
+        facts = VersionFacts(data.version_id, NOBODY, 0, 0, data.storage_key, data.files)
+        tier = await ops.fetch(handle, facts)
+        return {"name": engine_adapter_name(data.version_id), "tier": tier.name.lower()}
+
     @post("/load", status_code=200, guards=guards)
     async def load(data: LoadIn) -> dict[str, Any]:
         """Pull the version if needed and load it; answers its engine-side name and tier."""
@@ -207,7 +216,7 @@ def create_agent_app(
         await ops.cache.aclose()
 
     return Litestar(
-        [healthz, readyz, load, unload, drain, adapters, metrics_page],
+        [healthz, readyz, fetch, load, unload, drain, adapters, metrics_page],
         exception_handlers=exception_handlers(),
         on_startup=[open_],
         on_shutdown=[close],

@@ -98,7 +98,8 @@ class CanaryAnalyst:
         async with self._sessions() as session:
             aliases: Sequence[AdapterAlias] = (await session.scalars(analysed)).all()
         applied = []
-        for alias in aliases:
+        # Rows written before the column stored no policy as SQL NULL hold JSON null.
+        for alias in [alias for alias in aliases if alias.canary_policy]:
             try:  # one alias's failure (Redis, a row gone) must not hold up the others
                 sample = await self._sample(alias)
                 async with self._sessions() as session, session.begin():

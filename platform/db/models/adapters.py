@@ -99,7 +99,10 @@ class AdapterAlias(Base):
     pinned: Mapped[bool] = mapped_column(default=False, server_default=false())
     # Canary analysis (control/canary): the policy (None: no analysis), when the current
     # canary started, and the latest analysis (kept after the canary ends, for the page).
-    canary_policy: Mapped[dict[str, Any] | None] = mapped_column(JSON, default=None)
+    # none_as_null: no policy is SQL NULL, not JSON null (which `IS NOT NULL` would match)
+    canary_policy: Mapped[dict[str, Any] | None] = mapped_column(
+        JSON(none_as_null=True), default=None
+    )
     canary_started_at: Mapped[datetime | None] = mapped_column(
         DateTimeUTC(timezone=True), default=None
     )

@@ -112,9 +112,12 @@ class LocalOps:
 class AgentOps:
     """Loads through the node's `loraplex agent`, which owns that node's disk cache.
 
-    The agent pulls a version from the object store as part of `/load` and keeps its own
-    cache within its budget, so the policy's disk-tier actions are no-ops here: the only
-    evictor of that node's disk is the agent's cache's own LRU (disk_cache.py). Each request
+    The agent keeps its own cache within its budget: the policy's disk-tier evictions are
+    no-ops here, and the only evictor of that node's disk is the agent's cache's own LRU
+    (disk_cache.py). A disk-tier load is `/fetch`, which the policy runs before it evicts
+    anything from the engine for the version: a download that fails (the object store
+    down) then costs no loaded adapter. `/load` still pulls on a miss, in case the LRU let
+    the fetched copy go in between. Each request
     carries the engine's own agent secret, the one its agent registered (auth/agent_token.py),
     and then never the shared token: that node learns nothing that opens another agent. An
     engine without one (an operator's, or an agent from before it existed) gets the shared
@@ -133,17 +136,18 @@ class AgentOps:
         self._token = token
 
     async def fetch(self, handle: EngineHandle, facts: VersionFacts) -> Tier:
-        """Nothing to do: `/load` pulls on a miss (and its answer says so: `load`)."""
-        return Tier.DISK
+        """POST /fetch: the version onto the node's disk; where it was (COLD: downloaded).
+
+        An agent from before `/fetch` answers 404: its `/load` pulls on a miss instead."""
+        try:
+            answer = await self._post(handle, "/fetch", _version_body(facts))
+        except _NotServed:
+            return Tier.DISK
+        return Tier[str(answer["tier"]).upper()]
 
     async def load(self, handle: EngineHandle, facts: VersionFacts) -> Tier:
         """POST /load; the agent answers with the engine-side name and where it came from."""
-        body = {
-            "version_id": str(facts.version_id),
-            "storage_key": facts.storage_key,
-            "files": dict(facts.files),
-        }
-        answer = await self._post(handle, "/load", body)
+        answer = await self._post(handle, "/load", _version_body(facts))
         handle.loaded.add(str(answer["name"]))
         return Tier[str(answer["tier"]).upper()]
 
@@ -175,10 +179,24 @@ class AgentOps:
             response = await self._http.post(path, json=body, headers=self.auth(handle))
         except httpx.HTTPError as exc:
             raise EngineUnavailable(f"agent {self.agent_url} unreachable: {exc}") from exc
+        if response.status_code in (404, 405):
+            raise _NotServed(f"agent {self.agent_url} has no {path}")
         if response.status_code >= 400:
             raise _agent_error(response, f"agent {self.agent_url}{path}: {response.text[:300]}")
         answer: dict[str, object] = response.json()
         return answer
+
+
+class _NotServed(EngineError):
+    """The agent has no such route (one from an earlier release)."""
+
+
+def _version_body(facts: VersionFacts) -> dict[str, object]:
+    return {
+        "version_id": str(facts.version_id),
+        "storage_key": facts.storage_key,
+        "files": dict(facts.files),
+    }
 
 
 def _agent_error(response: httpx.Response, detail: str) -> Exception:

@@ -118,3 +118,53 @@ async def test_the_agents_metrics_show_a_load_and_the_cache_it_filled(
     assert _sample(page.text, "loraplex_agent_loads_total") == 1
     assert (_sample(page.text, "loraplex_agent_cache_bytes") or 0) > 0
     assert "loraplex_inference_requests" not in page.text  # the API's series stay out
+
+
+class _Switchable:
+    """The cluster's object store, until the test takes it down."""
+
+    def __init__(self, store: object) -> None:
+        self.store = store
+        self.down = False
+
+    def get_file(self, key: str, target: Path, sha256: str | None = None) -> object:
+        if self.down:
+            raise StoreUnavailable("endpoint http://10.0.0.9:9000 unreachable")
+        return self.store.get_file(key, target, sha256)  # type: ignore[attr-defined]
+
+
+async def test_a_load_the_store_cannot_serve_costs_a_full_engine_no_adapter(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """The gateway fetches through the agent before it evicts: with the object store down, a
+    request for a new adapter on a full engine fails, and the adapter it would have evicted
+    stays loaded and keeps serving."""
+    store = _Switchable(cluster.store)
+    node = EngineHandle("n1", "n1", "http://node-engine", "vllm", BASE, 64, 1, 1,
+                        FakeDriver(url="http://node-engine"), healthy=True)  # fmt: skip
+    app = create_agent_app(node, LocalOps(DiskCache(tmp_path / "node", 10**9, store)))  # type: ignore[arg-type]
+    transport = httpx.ASGITransport(app=app)  # type: ignore[arg-type]
+    remote = FakeDriver(url="http://node-engine")
+    handle = EngineHandle("n1", "n1", remote.url, "vllm", BASE, 64, 1, 1, remote, healthy=True)
+    handle.agent_url = "http://agent.local"
+    cluster.registry.add(handle)
+
+    def via_test_app(url: str) -> AgentOps:
+        return AgentOps(url, http=httpx.AsyncClient(base_url=url, transport=transport))
+
+    placement = LivePlacement(
+        cluster.registry, OpsRouter(LocalOps(cluster.cache), agent=via_test_app),
+        cluster.facts, LiveConfig(),
+    )  # fmt: skip
+    served, refused = cluster.version(), cluster.version()
+    seat = await placement.acquire(BASE, served.version_id)
+    assert seat is not None
+    seat.release()
+    store.down = True
+    with pytest.raises(StoreUnavailable):
+        await placement.acquire(BASE, refused.version_id)
+    assert set(node.driver.adapters) == {name_of(served)}  # type: ignore[attr-defined]
+    seat = await placement.acquire(BASE, served.version_id)
+    assert seat is not None and seat.engine is handle
+    seat.release()
+    await placement.stop()
