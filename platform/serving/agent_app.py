@@ -143,14 +143,14 @@ def create_agent_app(
             body.update(engine_up=registrar.engine_up, draining=registrar.draining)
         return Response(body, status_code=200 if ready else 503)
 
-    @post("/fetch", status_code=200, guards=guards)
-    async def fetch(data: LoadIn) -> dict[str, Any]:
-        """Pull the version onto this node's disk, without touching the engine; answers
-        where it was (`cold`: downloaded now). The gateway fetches before it evicts an
-        adapter from the engine to make room, so an object store outage costs no slot."""
-        facts = VersionFacts(data.version_id, NOBODY, 0, 0, data.storage_key, data.files)
-        tier = await ops.fetch(handle, facts)
-        return {"name": engine_adapter_name(data.version_id), "tier": tier.name.lower()}
+    @post("/fetchable", status_code=200, guards=guards)
+    async def fetchable(data: LoadIn) -> dict[str, Any]:
+        """Whether this node can get the version onto its disk now: it is there, or the
+        object store answers for each of its files (a 503 while the store is down). The
+        gateway asks before it evicts an adapter from the engine to make room for the
+        version, so an object store outage costs no loaded adapter."""
+        on_disk = await ops.cache.check_fetchable(data.version_id, data.storage_key, data.files)
+        return {"name": engine_adapter_name(data.version_id), "on_disk": on_disk}
 
     @post("/load", status_code=200, guards=guards)
     async def load(data: LoadIn) -> dict[str, Any]:
@@ -216,7 +216,7 @@ def create_agent_app(
         await ops.cache.aclose()
 
     return Litestar(
-        [healthz, readyz, fetch, load, unload, drain, adapters, metrics_page],
+        [healthz, readyz, fetchable, load, unload, drain, adapters, metrics_page],
         exception_handlers=exception_handlers(),
         on_startup=[open_],
         on_shutdown=[close],

@@ -115,6 +115,18 @@ class DiskCache:
         finally:
             self._unpin(version_id)
 
+    async def check_fetchable(
+        self, version_id: UUID, storage_key_prefix: str, files: dict[str, str]
+    ) -> bool:
+        """True if the version is on disk; else False once the store has answered for each
+        of its files (one HEAD each). Raises the store's errors: StoreUnavailable while it
+        is down, ObjectMissing for a file it lacks."""
+        if version_id in self._sizes:
+            return True
+        keys = [storage_key_prefix + _plain_name(name) for name in files]
+        await asyncio.to_thread(lambda: [self.store.stat(key) for key in keys])
+        return False
+
     def pin(self, version_id: UUID) -> None:
         """Keep the version on disk until `unpin` (an engine that may re-read it holds it)."""
         self._pins[version_id] = self._pins.get(version_id, 0) + 1

@@ -8,6 +8,7 @@ the node disk cache plus the engine driver. `AgentOps` asks the node's agent ove
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 from collections.abc import Callable, Collection
@@ -114,10 +115,11 @@ class AgentOps:
 
     The agent keeps its own cache within its budget: the policy's disk-tier evictions are
     no-ops here, and the only evictor of that node's disk is the agent's cache's own LRU
-    (disk_cache.py). A disk-tier load is `/fetch`, which the policy runs before it evicts
-    anything from the engine for the version: a download that fails (the object store
-    down) then costs no loaded adapter. `/load` still pulls on a miss, in case the LRU let
-    the fetched copy go in between. Each request
+    (disk_cache.py). `/load` pulls a version on a miss; the disk-tier load before it, which
+    the policy runs before it evicts anything from the engine for the version, asks
+    `/fetchable`: with the object store down it fails, and no loaded adapter made room for
+    a load that could not happen. (It checks rather than downloads: on a node whose disk
+    budget is tight, the LRU would let an unpinned fetched copy go before the load.) Each request
     carries the engine's own agent secret, the one its agent registered (auth/agent_token.py),
     and then never the shared token: that node learns nothing that opens another agent. An
     engine without one (an operator's, or an agent from before it existed) gets the shared
@@ -136,14 +138,11 @@ class AgentOps:
         self._token = token
 
     async def fetch(self, handle: EngineHandle, facts: VersionFacts) -> Tier:
-        """POST /fetch: the version onto the node's disk; where it was (COLD: downloaded).
-
-        An agent from before `/fetch` answers 404: its `/load` pulls on a miss instead."""
-        try:
-            answer = await self._post(handle, "/fetch", _version_body(facts))
-        except _NotServed:
-            return Tier.DISK
-        return Tier[str(answer["tier"]).upper()]
+        """POST /fetchable: fails as the store does (StoreUnavailable while it is down);
+        the download itself is `/load`'s. An agent from before `/fetchable` answers 404."""
+        with contextlib.suppress(_NotServed):
+            await self._post(handle, "/fetchable", _version_body(facts))
+        return Tier.DISK
 
     async def load(self, handle: EngineHandle, facts: VersionFacts) -> Tier:
         """POST /load; the agent answers with the engine-side name and where it came from."""

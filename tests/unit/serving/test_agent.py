@@ -127,16 +127,22 @@ class _Switchable:
         self.store = store
         self.down = False
 
-    def get_file(self, key: str, target: Path, sha256: str | None = None) -> object:
+    def _up(self) -> object:
         if self.down:
             raise StoreUnavailable("endpoint http://10.0.0.9:9000 unreachable")
-        return self.store.get_file(key, target, sha256)  # type: ignore[attr-defined]
+        return self.store
+
+    def get_file(self, key: str, target: Path, sha256: str) -> None:
+        self._up().get_file(key, target, sha256)  # type: ignore[attr-defined]
+
+    def stat(self, key: str) -> object:
+        return self._up().stat(key)  # type: ignore[attr-defined]
 
 
 async def test_a_load_the_store_cannot_serve_costs_a_full_engine_no_adapter(
     cluster: Cluster, tmp_path: Path
 ) -> None:
-    """The gateway fetches through the agent before it evicts: with the object store down, a
+    """The gateway asks the agent whether it can fetch before it evicts: with the store down, a
     request for a new adapter on a full engine fails, and the adapter it would have evicted
     stays loaded and keeps serving."""
     store = _Switchable(cluster.store)
