@@ -9,8 +9,10 @@ after a number of the client's events, and check what the client read.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
+import re
 import secrets
 import signal
 import time
@@ -32,6 +34,8 @@ from tests.integration.gateway.streams import Event, parse_events
 from tests.support.operators import operator_key
 
 PROMPT = "Once upon a time"
+# The API's log line for a failover (gateway/failover.py): the tokens the client had.
+LEFT_AFTER = re.compile(r"engine \S+ left after (\d+) tokens")
 
 
 @dataclass(frozen=True)
@@ -135,15 +139,26 @@ class Drill:
     configs: list[EngineConfig]
     api: FailoverApi
     uninterrupted: list[Event]
+    prompt: str
+    api_log: Path  # the API process's output
+
+    def tokens_at_failovers(self) -> list[int]:
+        """For each failover so far, the answer's tokens the client had: the API's count."""
+        return [int(m[1]) for m in LEFT_AFTER.finditer(self.api_log.read_text(errors="replace"))]
 
 
 @contextmanager
 def failover_drill(
-    settings: Settings, kind: str, ports: tuple[int, int], base_name: str, tokens: int
+    settings: Settings,
+    kind: str,
+    ports: tuple[int, int],
+    base_name: str,
+    tokens: int,
+    prompt: str = PROMPT,
 ) -> Iterator[Drill]:
     """Two engines of `kind` on `ports` (the shared engines keep theirs) registered under
     `base_name` (the development model's facts) with an API process that polls their health
-    every second; the engines are stopped after."""
+    every second; the engines are stopped after. Every chat asks `prompt`."""
     configs = [
         EngineConfig(kind=kind, port=port, state_dir=Path(f"var/engine-failover-{port}"))
         for port in ports
@@ -153,12 +168,13 @@ def failover_drill(
     try:
         for config in configs:
             start_engine(config, say=lambda line: print(f"[failover engine] {line}"))
-        with api_process(live.to_env()) as (url, _):
+        with api_process(live.to_env()) as (url, pid):
             api = set_up(
                 url, operator_key(settings, base_name), [c.url for c in configs],
                 base=base, source=str(configs[0].model_dir), kind=kind, tokens=tokens,
             )  # fmt: skip
-            yield Drill(configs, api, api.stream(api.chat(PROMPT)))
+            log = Path(os.readlink(f"/proc/{pid}/fd/1"))  # api_process's temporary file
+            yield Drill(configs, api, api.stream(api.chat(prompt)), prompt, log)
     finally:
         for config in configs:
             stop_engine(config, grace_s=5)
@@ -179,22 +195,20 @@ def continued(api: FailoverApi) -> float:
 
 
 def stream_killing_at(
-    api: FailoverApi,
-    configs: list[EngineConfig],
-    reached: Callable[[list[Event]], bool],
-    serving: Serving,
+    drill: Drill, reached: Callable[[list[Event]], bool], serving: Serving
 ) -> tuple[list[Event], float, int]:
     """Stream the chat, SIGKILL its engine once the events read have `reached` the cut; the
     events, the longest pause between two of them after the kill, and the events before it."""
+    api, configs = drill.api, drill.configs
     for config in configs:  # one killed by the previous cut starts again; a live one is kept
         start_engine(config, say=print)
     wait_in_rotation(api.url, api.ops, api.engines)
-    received, killed, kill_index = b"", None, 0
+    received, killed, kill_index, serving_now = b"", None, 0, None
     arrivals: list[float] = []
     with (
         httpx.Client(timeout=60) as http,
         http.stream(
-            "POST", f"{api.url}/v1/chat/completions", json=api.chat(PROMPT), headers=api.auth
+            "POST", f"{api.url}/v1/chat/completions", json=api.chat(drill.prompt), headers=api.auth
         ) as response,
     ):
         assert response.status_code == 200
@@ -202,8 +216,11 @@ def stream_killing_at(
             received += raw
             read = parse_events(received[: received.rfind(b"\n\n") + 2])  # whole events
             arrivals += [time.monotonic()] * (len(read) - len(arrivals))
+            if serving_now is None and read:  # found early, so the cut itself is instant
+                with contextlib.suppress(AssertionError):  # not running it yet
+                    serving_now = serving(configs)
             if killed is None and reached(read):
-                killed = serving(configs)
+                killed = serving_now or serving(configs)
                 os.killpg(read_pid(killed), signal.SIGKILL)
                 kill_index = len(arrivals)
     assert killed is not None, "the stream ended before the kill"
@@ -224,7 +241,7 @@ def check_cut(drill: Drill, cut: str, serving: Serving) -> None:
     whole = len(text(uninterrupted))
     before = continued(api)
     events, gap, kill_index = stream_killing_at(
-        api, configs, lambda read: len(text(read)) > CUTS[cut] * whole, serving
+        drill, lambda read: len(text(read)) > CUTS[cut] * whole, serving
     )
     assert text(events) == text(uninterrupted) != ""
     assert continued(api) == before + 1, "the engine was killed after its answer had ended"
@@ -232,8 +249,10 @@ def check_cut(drill: Drill, cut: str, serving: Serving) -> None:
     usage = chunks(events)[-1]["usage"]
     assert usage == chunks(uninterrupted)[-1]["usage"]  # each token billed once
     assert usage["completion_tokens"] == api.tokens
+    had = drill.tokens_at_failovers()[-1]  # where the continuation started, by the API
     print(
-        f"\n{configs[0].kind}: cut after {kill_index} of {len(events)} events, "
+        f"\n{configs[0].kind}: cut after {had} of {api.tokens} tokens (the API's count), "
+        f"{kill_index} of {len(events)} events, "
         f"{len(text(events[:kill_index])) / whole:.0%} of the text: gap {gap * 1000:.0f} ms, "
         f"billed {usage['completion_tokens']} of {api.tokens}"
     )

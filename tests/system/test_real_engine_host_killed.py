@@ -5,9 +5,9 @@ against the engine the product runs: greedy streams cut by the host's death are 
 the other host (which loads the adapter from the object store through its own agent) and
 read as the uninterrupted answer, billed once; none hangs; a request for the adapter sent
 right after the kill is answered by the other host with the same greedy text the dead host
-gave. (A stream failover cannot continue is not in this drill: here the kill comes before its
-first text, and such a stream is then started again elsewhere or meets its first-token
-timeout, by the adapter's load time; the stand-in drills and tests/integration/gateway cover it.)
+gave. The host dies once its engine has generated about a fifth of each answer, by its own
+count. (A stream failover cannot continue is not in this drill: the stand-in drills and
+tests/integration/gateway cover it.)
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tests.support.failover_api import failovers
+from tests.support.failover_api import LEFT_AFTER, failovers
 from tests.support.hygiene import leaks
 from tests.system import report
 from tests.system.adapters import engine_name, held_by, make_adapters
@@ -29,8 +29,11 @@ from tests.system.engine_streams import is_error, outcome, text
 
 STREAMS = 3  # greedy: continued on the other host
 ANSWER_TOKENS = 1500  # long enough to be mid-answer when the host dies (400 were not)
+CUT_TOKENS = 300  # the host dies once each stream has about this many tokens, by its count
 STREAM_LIMIT_S = 60.0  # every stream ends well within this (no hang)
-QUESTION = [{"role": "user", "content": "Where do the rivers meet?"}]
+# A question whose greedy answer puts out text all along (test_vllm_failover.py): the
+# continuation starts after the last token whose text the client had.
+QUESTION = [{"role": "user", "content": "Tell me a story"}]
 
 
 def _greedy(
@@ -42,14 +45,25 @@ def _greedy(
     return cluster.client.request("POST", url, headers=tenant_headers, json=body, timeout=120)
 
 
-def _running(cluster: Cluster, host: str) -> float:
-    """Requests the vLLM engine on `host` is running, from its own metrics."""
+def _metric(cluster: Cluster, host: str, name: str) -> float:
+    """A series of the vLLM engine on `host`, summed over its labels, from its own metrics."""
     assert cluster.client is not None
     reply = cluster.client.request("GET", f"{cluster.engine_url(host)}/metrics", timeout=2.0)
-    for line in (reply.get("text") or "").splitlines():
-        if line.startswith("vllm:num_requests_running"):
-            return float(line.rsplit(" ", 1)[1])
-    return 0.0
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in (reply.get("text") or "").splitlines()
+        if line.startswith(name)
+    )
+
+
+def _running(cluster: Cluster, host: str) -> float:
+    """Requests the vLLM engine on `host` is running."""
+    return _metric(cluster, host, "vllm:num_requests_running")
+
+
+def _generated(cluster: Cluster, host: str) -> float:
+    """Tokens the vLLM engine on `host` has generated since it started."""
+    return _metric(cluster, host, "vllm:generation_tokens_total")
 
 
 def _answer(reply: dict[str, Any]) -> str:
@@ -101,6 +115,7 @@ def test_a_real_engine_host_killed_mid_stream_hands_its_adapter_to_the_other_hos
     whole_tokens = json.loads(whole["text"])["usage"]["completion_tokens"]
     assert whole_tokens == ANSWER_TOKENS, "the answer ends before the kill could cut it"
     continued = _failovers(cluster, "continued")
+    generated = _generated(cluster, holder)
     # Through api1, whose placement loaded the adapter: api2 may not have polled yet.
     streams = [
         cluster.client.stream(
@@ -112,7 +127,14 @@ def test_a_real_engine_host_killed_mid_stream_hands_its_adapter_to_the_other_hos
         for body in [greedy_stream] * STREAMS
     ]
     wait_until(lambda: _running(cluster, holder) >= STREAMS, 60, what="streaming")
-    time.sleep(2.0)  # past their first tokens (checked below: each got several events)
+    # Mid-answer by the engine's own count (a fixed sleep once cut before any text).
+    seen = [0.0]
+
+    def mid_answer() -> bool:
+        seen.append(_generated(cluster, holder) - generated)
+        return seen[-1] >= STREAMS * CUT_TOKENS
+
+    wait_until(mid_answer, 60, every_s=0.05, what=f"{CUT_TOKENS} tokens a stream")
     assert name not in held_by(cluster, real_engines[other])  # one copy, on the holder
     cluster.kill_engine_host(holder)
     killed_at = time.monotonic()
@@ -130,10 +152,14 @@ def test_a_real_engine_host_killed_mid_stream_hands_its_adapter_to_the_other_hos
     assert after["status"] == 200, after
     assert _answer(after) == _answer(before)  # the same adapter, the same greedy answer
     assert name in held_by(cluster, real_engines[other])
+    api_log = cluster.network.log_dir / f"{cluster.network.prefix}-api1-api.log"
+    had = [int(m[1]) for m in LEFT_AFTER.finditer(api_log.read_text(errors="replace"))]
     cluster.kill_engine_host(other)  # the real engines' part is done: free the two cores
     report.record(
         "real engine host (vLLM CPU + agent) killed mid-stream",
-        f"{STREAMS} greedy streams -> continued on {other}, the uninterrupted "
+        f"{STREAMS} greedy streams of {ANSWER_TOKENS} tokens, the host killed once its engine "
+        f"had generated {seen[-1]:.0f} -> continued on {other} after {had[-STREAMS:]} tokens "
+        f"(the API's count), the uninterrupted "
         f"text, longest gap {max(map(_longest_gap_s, results)):.2f}s, tokens billed "
         f"{[_billed(r) for r in results]} = received {whole_tokens} each; all ended {ended_s:.1f}s after the kill; "
         f"the adapter asked right after -> 200 in {answered_s:.1f}s, same greedy text",
