@@ -128,10 +128,6 @@ def finishes(events: list[Event]) -> list[str]:
     ]
 
 
-# The engine whose scheduler is running a request now, of the given engines.
-Serving = Callable[[list[EngineConfig]], EngineConfig]
-
-
 @dataclass(frozen=True)
 class Drill:
     """Two real engines of a kind behind an API, and the answer no failure cut."""
@@ -141,6 +137,17 @@ class Drill:
     uninterrupted: list[Event]
     prompt: str
     api_log: Path  # the API process's output
+
+    def serving(self) -> EngineConfig:
+        """The engine the API streams from now, by its own count of requests in flight
+        (an engine's own gauges lag, and still count a request the gateway has aborted)."""
+        api = self.api
+        for engine_id, config in zip(api.engines, self.configs, strict=True):
+            url = f"{api.url}/api/v1/engines/{engine_id}"
+            live = httpx.get(url, headers=api.ops, timeout=5).json().get("live") or {}
+            if live.get("in_flight"):
+                return config
+        raise AssertionError("the API streams from no engine")
 
     def tokens_at_failovers(self) -> list[int]:
         """For each failover so far, the answer's tokens the client had: the API's count."""
@@ -189,16 +196,18 @@ def failovers(metrics: str, outcome: str) -> float:
     )
 
 
-def continued(api: FailoverApi) -> float:
-    """Streams continued on another engine so far, by the API's own count."""
-    return failovers(httpx.get(f"{api.url}/metrics", headers=SCRAPE, timeout=10).text, "continued")
+def continued(api: FailoverApi, outcome: str = "continued") -> float:
+    """Streams continued on another engine so far (or failovers with another `outcome`), by
+    the API's own count."""
+    return failovers(httpx.get(f"{api.url}/metrics", headers=SCRAPE, timeout=10).text, outcome)
 
 
 def stream_killing_at(
-    drill: Drill, reached: Callable[[list[Event]], bool], serving: Serving
+    drill: Drill, reached: Callable[[list[Event]], bool], extra: dict[str, Any] | None = None
 ) -> tuple[list[Event], float, int]:
-    """Stream the chat, SIGKILL its engine once the events read have `reached` the cut; the
-    events, the longest pause between two of them after the kill, and the events before it."""
+    """Stream the chat (its body with `extra`), SIGKILL its engine once the events read have
+    `reached` the cut; the events, the longest pause between two of them after the kill, and
+    the events before it."""
     api, configs = drill.api, drill.configs
     for config in configs:  # one killed by the previous cut starts again; a live one is kept
         start_engine(config, say=print)
@@ -208,7 +217,10 @@ def stream_killing_at(
     with (
         httpx.Client(timeout=60) as http,
         http.stream(
-            "POST", f"{api.url}/v1/chat/completions", json=api.chat(drill.prompt), headers=api.auth
+            "POST",
+            f"{api.url}/v1/chat/completions",
+            json={**api.chat(drill.prompt), **(extra or {})},
+            headers=api.auth,
         ) as response,
     ):
         assert response.status_code == 200
@@ -217,10 +229,10 @@ def stream_killing_at(
             read = parse_events(received[: received.rfind(b"\n\n") + 2])  # whole events
             arrivals += [time.monotonic()] * (len(read) - len(arrivals))
             if serving_now is None and read:  # found early, so the cut itself is instant
-                with contextlib.suppress(AssertionError):  # not running it yet
-                    serving_now = serving(configs)
+                with contextlib.suppress(AssertionError):  # not sent to an engine yet
+                    serving_now = drill.serving()
             if killed is None and reached(read):
-                killed = serving_now or serving(configs)
+                killed = serving_now or drill.serving()
                 os.killpg(read_pid(killed), signal.SIGKILL)
                 kill_index = len(arrivals)
     assert killed is not None, "the stream ended before the kill"
@@ -232,7 +244,7 @@ def stream_killing_at(
 CUTS = {"first": 0.0, "mid": 0.5, "near_end": 0.8}
 
 
-def check_cut(drill: Drill, cut: str, serving: Serving) -> None:
+def check_cut(drill: Drill, cut: str) -> None:
     """Kill the serving engine `cut` (of CUTS) into the answer: the client reads the
     uninterrupted answer, billed once, continued on the other engine. Prints where the cut
     fell, the gap the client saw and the tokens billed."""
@@ -241,7 +253,7 @@ def check_cut(drill: Drill, cut: str, serving: Serving) -> None:
     whole = len(text(uninterrupted))
     before = continued(api)
     events, gap, kill_index = stream_killing_at(
-        drill, lambda read: len(text(read)) > CUTS[cut] * whole, serving
+        drill, lambda read: len(text(read)) > CUTS[cut] * whole
     )
     assert text(events) == text(uninterrupted) != ""
     assert continued(api) == before + 1, "the engine was killed after its answer had ended"
