@@ -237,7 +237,11 @@ def stream_killing_at(
                 kill_index = len(arrivals)
     assert killed is not None, "the stream ended before the kill"
     after = arrivals[kill_index - 1 :]
-    return parse_events(received), max(b - a for a, b in itertools.pairwise(after)), kill_index
+    return (
+        parse_events(received),
+        max((b - a for a, b in itertools.pairwise(after)), default=0.0),
+        kill_index,
+    )
 
 
 # Where each cut falls: the share of the answer's text the client has read.
@@ -268,3 +272,25 @@ def check_cut(drill: Drill, cut: str) -> None:
         f"{len(text(events[:kill_index])) / whole:.0%} of the text: gap {gap * 1000:.0f} ms, "
         f"billed {usage['completion_tokens']} of {api.tokens}"
     )
+
+
+WEATHER_TOOL = {
+    "type": "function",
+    "function": {"name": "weather", "parameters": {"type": "object", "properties": {}}},
+}
+
+
+def check_tools_cut(drill: Drill) -> None:
+    """docs/failover.md: a request offered tools is not continued (a call cut mid-arguments
+    would be parsed from its middle): the client keeps the text so far, then reads the error
+    event, which names no engine internals."""
+    before = continued(drill.api, "tools")
+    offered = {"tools": [WEATHER_TOOL], "tool_choice": "auto"}
+    events, _, kill_index = stream_killing_at(drill, lambda read: len(text(read)) > 0, offered)
+    error = events[-1].json()["error"]
+    assert error["code"] == "engine_died", error
+    assert "127.0.0.1" not in error["message"] and "http" not in error["message"]
+    assert continued(drill.api, "tools") == before + 1
+    assert text(events[:-1]) != ""
+    print(f"\n{drill.configs[0].kind}, tools offered: cut after {kill_index} of {len(events)} "
+          f"events -> {error['code']}")  # fmt: skip

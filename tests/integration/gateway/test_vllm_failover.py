@@ -3,7 +3,7 @@ killed (SIGKILL) after the first token, mid-answer and near the end, and the cli
 reads the uninterrupted answer, billed once, from the other engine.
 
 The same drill as test_sglang_failover.py (the set-up and the checks are shared:
-tests/support/failover_api.py), and a stream offered tools, which is not continued. The answer is longer than SGLang's (1000 tokens): vLLM answers the development
+tests/support/failover_api.py), with the stream offered tools. The answer is longer than SGLang's (1000 tokens): vLLM answers the development
 model so fast that a 160-token answer had ended before every kill. Its prompt is one whose
 greedy answer puts out text all along (about 6, 24, 44 and 78% of it after 100, 250, 500
 and 800 of the 1000 tokens): after "Once upon a time" the development model's text ends
@@ -19,14 +19,7 @@ from collections.abc import Iterator
 import pytest
 
 from loraplex.settings import Settings
-from tests.support.failover_api import (
-    Drill,
-    check_cut,
-    continued,
-    failover_drill,
-    stream_killing_at,
-    text,
-)
+from tests.support.failover_api import Drill, check_cut, check_tools_cut, failover_drill
 
 pytestmark = pytest.mark.engine
 TOKENS = 1000
@@ -48,22 +41,5 @@ def test_a_stream_whose_vllm_engine_is_killed_reads_as_the_uninterrupted_answer(
     check_cut(drill, cut)
 
 
-WEATHER_TOOL = {
-    "type": "function",
-    "function": {"name": "weather", "parameters": {"type": "object", "properties": {}}},
-}
-
-
 def test_a_stream_offered_tools_whose_engine_is_killed_ends_as_docs_say(drill: Drill) -> None:
-    """docs/failover.md: a request offered tools is not continued (a call cut mid-arguments
-    would be parsed from its middle): the text so far, then the error event."""
-    before = continued(drill.api, "tools")
-    offered = {"tools": [WEATHER_TOOL], "tool_choice": "auto"}
-    events, _, kill_index = stream_killing_at(drill, lambda read: len(text(read)) > 0, offered)
-    error = events[-1].json()["error"]
-    assert error["code"] == "engine_died", error
-    assert "127.0.0.1" not in error["message"] and "http" not in error["message"]
-    assert continued(drill.api, "tools") == before + 1
-    assert text(events[:-1]) != ""  # the text sent before the cut stays the client's
-    print(f"\nvllm, tools offered: cut after {kill_index} of {len(events)} events -> "
-          f"{error['code']}")  # fmt: skip
+    check_tools_cut(drill)
