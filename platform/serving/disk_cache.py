@@ -41,6 +41,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from uuid import UUID
 
+from loraplex.adapters.errors import ObjectMissing
 from loraplex.adapters.store import ObjectStore
 from loraplex.serving.policy import EvictionPolicy, LruPolicy
 
@@ -124,7 +125,9 @@ class DiskCache:
         if version_id in self._sizes:
             return True
         keys = [storage_key_prefix + _plain_name(name) for name in files]
-        await asyncio.to_thread(lambda: [self.store.stat(key) for key in keys])
+        missing = await asyncio.to_thread(lambda: [k for k in keys if not self.store.exists(k)])
+        if missing:
+            raise ObjectMissing(f"no stored object {missing[0]}")
         return False
 
     def pin(self, version_id: UUID) -> None:

@@ -114,9 +114,31 @@ def no_internals_in_errors(ctx: Any, response: Any, case: Any) -> bool | None:
             return None  # an answer, not an error (an operator may read engine URLs)
         # A stream that failed says so in an event: check those, not the model's output.
         text = "\n".join(line for line in text.splitlines() if '"error"' in line)
+    for sent in _strings_sent(case):  # the client's own words echoed back are not internals
+        text = text.replace(sent, "")
     leaked = INTERNALS.search(text)
     assert leaked is None, f"the error shows {leaked.group(0)!r}: {text[:300]}"
     return None
+
+
+def _strings_sent(case: Any) -> list[str]:
+    """Every string the request carried (body, path, query, headers), longest first."""
+    found: list[str] = []
+
+    def walk(value: Any) -> None:
+        if isinstance(value, str):
+            found.append(value)
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                walk(key)
+                walk(item)
+        elif isinstance(value, (list, tuple)):
+            for item in value:
+                walk(item)
+
+    for part in ("body", "path_parameters", "query", "headers", "cookies"):
+        walk(getattr(case, part, None))
+    return sorted((s for s in found if s), key=len, reverse=True)
 
 
 def fuzz(schema: Any, key: str, known: Known) -> Tally:

@@ -135,8 +135,8 @@ class _Switchable:
     def get_file(self, key: str, target: Path, sha256: str) -> None:
         self._up().get_file(key, target, sha256)  # type: ignore[attr-defined]
 
-    def stat(self, key: str) -> object:
-        return self._up().stat(key)  # type: ignore[attr-defined]
+    def exists(self, key: str) -> bool:
+        return self._up().exists(key)  # type: ignore[attr-defined, no-any-return]
 
 
 async def test_a_load_the_store_cannot_serve_costs_a_full_engine_no_adapter(
