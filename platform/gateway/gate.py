@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
 
+from prometheus_client import Gauge
+
 from loraplex.control.quotas import Quotas
 from loraplex.gateway.admission import OverloadShedder, TenantQuotas
 from loraplex.gateway.admission.core import (
@@ -113,6 +115,7 @@ class _Pool:
     core: AdmissionCore
     turns: dict[str, asyncio.Future[Decision]] = field(default_factory=dict)
     reported: _Sized | None = None
+    gauges: tuple[Gauge, Gauge, Gauge] | None = None  # places, in flight, waiting (labelled)
 
 
 @dataclass(frozen=True, slots=True)
@@ -372,10 +375,17 @@ class EngineGate:
         return sized, dataclasses.replace(config, **changes)
 
     def _publish(self, pool: _Pool) -> None:
-        model = pool.base_model
-        ADMISSION_PLACES.labels(model).set(pool.core.places)
-        ADMISSION_IN_FLIGHT.labels(model).set(pool.core.in_flight)
-        ADMISSION_WAITING.labels(model).set(pool.core.waiting())
+        if pool.gauges is None:  # labelled once: a labels() lookup per event added up
+            model = pool.base_model
+            pool.gauges = (
+                ADMISSION_PLACES.labels(model),
+                ADMISSION_IN_FLIGHT.labels(model),
+                ADMISSION_WAITING.labels(model),
+            )
+        places, in_flight, waiting = pool.gauges
+        places.set(pool.core.places)
+        in_flight.set(pool.core.in_flight)
+        waiting.set(pool.core.waiting())
 
     def pool_view(self, base_model: str) -> PoolView | None:
         """What admission holds for `base_model` in this process (None: no request yet)."""

@@ -41,7 +41,7 @@ from loraplex.gateway.resume_readers import ResumeReaders
 from loraplex.gateway.routing import EngineRouter
 from loraplex.gateway.schemas import ChatCompletionRequest, CompletionRequest
 from loraplex.gateway.sse import ChunkEncoder, EventEncoder
-from loraplex.gateway.tokens import count_prompt_tokens, vocab_size
+from loraplex.gateway.tokens import cheap_to_count, count_prompt_tokens, vocab_size
 from loraplex.gateway.usage import SpendKey
 from loraplex.observability.metrics import TenantLabeler
 from loraplex.serving.engines import GenerateRequest
@@ -177,12 +177,14 @@ class Gateway:
             _check_plan_choices(options.n, tenant_limits.max_choices_per_request)
             checked_logit_bias(options.logit_bias, vocab_size(target.base_source))
         tools = options.tools if options is not None else None
-        prompt_tokens = await anyio.to_thread.run_sync(
-            functools.partial(
-                count_prompt_tokens, target.base_source,
-                messages=messages, prompt=prompt, tools=tools, limit=target.max_context,
-            )
+        count = functools.partial(
+            count_prompt_tokens, target.base_source,
+            messages=messages, prompt=prompt, tools=tools, limit=target.max_context,
         )  # fmt: skip
+        if cheap_to_count(target.base_source, messages=messages, prompt=prompt, tools=tools):
+            prompt_tokens = count()
+        else:
+            prompt_tokens = await anyio.to_thread.run_sync(count)
         max_tokens = _max_tokens(
             body.token_limit(),
             prompt_tokens,

@@ -39,31 +39,38 @@ class LeaseRenewer:
     ):
         self.ticket, self._renew, self.interval_s = ticket, renew, lease_s / RENEWALS_PER_LEASE
         self.lost = False  # a lease had already expired: its slot may belong to someone else
+        self._timer: asyncio.TimerHandle | None = None  # until the first renewal is due
         self._task: asyncio.Task[None] | None = None
         self._stopping = asyncio.Event()
 
     def start(self) -> None:
-        """Begin renewing (a no-op for a ticket without leases)."""
+        """Begin renewing (a no-op for a ticket without leases).
+
+        Nothing runs until the first renewal is due: most requests end within
+        `interval_s`, and they cost one timer, not a task (issue #50's per-request work)."""
         if self.ticket.lease_keys and not self.ticket.degraded:
+            self._timer = asyncio.get_running_loop().call_later(self.interval_s, self._begin)
+
+    def _begin(self) -> None:
+        self._timer = None
+        if not self._stopping.is_set():
             self._task = asyncio.create_task(self._run(), name=f"lease:{self.ticket.request_id}")
 
     async def stop(self) -> None:
         """Stop renewing; the caller releases the leases."""
+        self._stopping.set()
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         task, self._task = self._task, None
         if task is None:
             return
-        self._stopping.set()
         task.cancel()
         # asyncio.wait neither raises the task's outcome nor swallows our own cancellation.
         await asyncio.wait({task}, timeout=STOP_WAIT_S)
 
     async def _run(self) -> None:
-        while not self._stopping.is_set():
-            try:
-                await asyncio.wait_for(self._stopping.wait(), self.interval_s)
-                return
-            except TimeoutError:
-                pass  # time to renew
+        while not self._stopping.is_set():  # a renewal is due (the timer or the wait below)
             try:
                 renewed = await self._renew(self.ticket)
             except (RedisError, OSError, TimeoutError) as exc:
@@ -72,7 +79,7 @@ class LeaseRenewer:
                 # Keep going: a short outage is survived as long as one renewal lands
                 # within the lease.
                 log.warning("lease renewal of %s failed: %s", self.ticket.request_id, exc)
-                continue
+                renewed = len(self.ticket.lease_keys)
             if renewed < len(self.ticket.lease_keys) and not self.lost:
                 # The request keeps running (cutting it would waste the work done); the
                 # tenant may briefly exceed its concurrency by this one request.
@@ -82,3 +89,9 @@ class LeaseRenewer:
                     self.ticket.request_id,
                     self.interval_s * RENEWALS_PER_LEASE,
                 )
+            try:
+                async with asyncio.timeout(self.interval_s):
+                    await self._stopping.wait()
+                return
+            except TimeoutError:
+                pass  # time to renew again

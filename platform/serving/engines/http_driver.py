@@ -89,12 +89,18 @@ async def iter_sse_data(blocks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
     """
     pending = b""
     async for block in blocks:
-        *lines, pending = (pending + block).split(b"\n")
-        for line in lines:
-            if line.startswith(b"data:"):
-                yield line[5:].strip()
+        payloads, pending = sse_payloads(pending, block)
+        for data in payloads:
+            yield data
     if pending.startswith(b"data:"):
         yield pending[5:].strip()
+
+
+def sse_payloads(pending: bytes, block: bytes) -> tuple[list[bytes], bytes]:
+    """The `data:` payloads completed by `block` after the unfinished line `pending`, and
+    the new unfinished line."""
+    *lines, pending = (pending + block).split(b"\n") if pending else block.split(b"\n")
+    return [line[5:].strip() for line in lines if line.startswith(b"data:")], pending
 
 
 def sum_samples(text: str) -> dict[str, float]:
@@ -291,15 +297,26 @@ class HttpDriver:
         A stream closed by `abort(rid)` ends with one `finish_reason="abort"` chunk instead.
         """
         finished = done = False
+        pending = b""
         try:
-            async for data in iter_sse_data(reply.blocks()):
-                # After [DONE] the body is read to its end (a few bytes) rather than left:
-                # a response closed unread takes its connection with it, and the next
-                # request would pay a new TCP connect and a getaddrinfo in a thread.
-                done = done or data == DONE
-                if done:
-                    continue
-                chunk = parse(data)
+            # The SSE split is inline (`sse_payloads`), not a generator of its own: each
+            # async-generator layer costs every token a few microseconds (issue #50).
+            async for block in reply.blocks():
+                payloads, pending = sse_payloads(pending, block)
+                for data in payloads:
+                    # After [DONE] the body is read to its end (a few bytes) rather than
+                    # left: a response closed unread takes its connection with it, and the
+                    # next request would pay a new TCP connect and a getaddrinfo in a thread.
+                    done = done or data == DONE
+                    if done:
+                        continue
+                    chunk = parse(data)
+                    if chunk is not None:
+                        finished = finished or chunk.finish_reason is not None
+                        yield chunk
+            last = pending[5:].strip() if pending.startswith(b"data:") else DONE
+            if not done and last != DONE:  # a last line with no newline after it
+                chunk = parse(last)
                 if chunk is not None:
                     finished = finished or chunk.finish_reason is not None
                     yield chunk

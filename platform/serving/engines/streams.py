@@ -132,8 +132,9 @@ class _AiohttpReply:
             return await self._response.read()
 
     async def blocks(self) -> AsyncIterator[bytes]:
+        content = self._response.content
         with closed_on(AIOHTTP_ERRORS):
-            async for block in self._response.content.iter_any():
+            while block := await content.readany():  # iter_any() without its iterator
                 yield block
 
     async def close(self) -> None:
