@@ -87,8 +87,11 @@ def count_prompt_tokens(
 
     With `limit` (the model's context), a prompt that is surely longer stops being counted
     as soon as that is certain, and the count so far (over `limit`) is returned. Call it off
-    the event loop: a long prompt takes a second to render and count."""
+    the event loop unless `cheap_to_count`: a long prompt takes a second to render and count."""
     tokenizer = _tokenizer(source)
+    if tokenizer is not None:
+        _template(source)
+    _loaded.add(source)
     if tokenizer is None:
         return None
     if prompt is not None:
