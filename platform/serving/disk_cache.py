@@ -185,26 +185,39 @@ class DiskCache:
             del self._downloads[version_id]
 
     async def _download(self, version_id: UUID, prefix: str, files: dict[str, str]) -> int:
-        size = await asyncio.to_thread(self._download_blocking, version_id, prefix, files)
+        """Fetch into `.incoming`, make room, then land: the cache proper never holds a
+        new version before its victims are gone (only pins keep it over budget)."""
+        incoming, size = await asyncio.to_thread(self._fetch_incoming, version_id, prefix, files)
+        try:
+            self._evict_over_budget(arriving=size)
+            self._land(version_id, incoming)
+        except BaseException:
+            await asyncio.to_thread(shutil.rmtree, incoming, True)
+            raise
         self._add(version_id, size)
         self._evict_over_budget()
         return size
 
-    def _download_blocking(self, version_id: UUID, prefix: str, files: dict[str, str]) -> int:
-        """Fetch every file into a fresh temp directory, then rename it into place."""
+    def _fetch_incoming(
+        self, version_id: UUID, prefix: str, files: dict[str, str]
+    ) -> tuple[Path, int]:
+        """Every file into a fresh folder under `.incoming`; the folder and its size."""
         incoming = self.root / INCOMING / f"{version_id}.{uuid.uuid4().hex}"
         incoming.mkdir(parents=True)
         try:
             for name, sha256 in files.items():
                 self.store.get_file(prefix + name, incoming / name, sha256)
-            size = sum(p.stat().st_size for p in incoming.iterdir())
-            target = self.path_of(version_id)
-            if target.exists():  # a stray copy not in the index (e.g. removed by hand midway)
-                self._move_to_trash(target)
-            os.replace(incoming, target)
-            return size
-        finally:
+            return incoming, sum(p.stat().st_size for p in incoming.iterdir())
+        except BaseException:
             shutil.rmtree(incoming, ignore_errors=True)
+            raise
+
+    def _land(self, version_id: UUID, incoming: Path) -> None:
+        """Rename a complete download into place (one rename: instant)."""
+        target = self.path_of(version_id)
+        if target.exists():  # a stray copy not in the index (e.g. removed by hand midway)
+            self._move_to_trash(target)
+        os.replace(incoming, target)
 
     def _unpin(self, version_id: UUID) -> None:
         remaining = self._pins.get(version_id, 0) - 1
@@ -218,20 +231,22 @@ class DiskCache:
                 self._evict(version_id)
         self._evict_over_budget()  # the cache may be over budget because this was pinned
 
-    def _evict_over_budget(self) -> None:
-        """Evict the evictor's unpinned victims until the budget holds or it has none."""
-        while self.used_bytes > self.budget_bytes:
+    def _evict_over_budget(self, arriving: int = 0) -> None:
+        """Evict the evictor's unpinned victims until the budget holds (with room for
+        `arriving` bytes about to land) or it has none."""
+        budget = self.budget_bytes - arriving
+        while self.used_bytes > budget:
             victim = self._evictor.choose_victim(self._unpinned)
             if victim is None:
                 break
             self._evict(UUID(victim))
-        if self._policy_decides and self.used_bytes > self.budget_bytes:
-            self._enforce_hard_cap()
-        if self.used_bytes > self.budget_bytes:
-            used, budget = self.used_bytes, self.budget_bytes
+        if self._policy_decides and self.used_bytes > budget:
+            self._enforce_hard_cap(budget)
+        if self.used_bytes > budget and not arriving:
+            used = self.used_bytes
             log.info("disk cache over budget (%d > %d): the rest is pinned", used, budget)
 
-    def _enforce_hard_cap(self) -> None:
+    def _enforce_hard_cap(self, budget: int) -> None:
         """The safety stop under the policy core: the core budgets the disk per engine and
         per base model, so several local engines or base models sharing this one cache can
         together place more than it holds. Then the oldest unpinned copies go (a version
@@ -241,7 +256,7 @@ class DiskCache:
         # gone: counting them would evict a second version for the core's one.
         leaving = sum(self._sizes[v] for v in self._doomed if v in self._sizes)
         for version_id in [v for v in self._sizes if not self.is_pinned(v)]:
-            if self.used_bytes - leaving <= self.budget_bytes:
+            if self.used_bytes - leaving <= budget:
                 return
             log.warning(
                 "disk cache over its budget under the policy core (several local engines or "

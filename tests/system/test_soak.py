@@ -276,11 +276,11 @@ def test_a_soak_across_both_api_hosts_bills_exactly_and_leaks_nothing(
         (rss0, fd0), (rss1, fd1) = before[host], after[host]
         assert rss1 - rss0 <= RSS_GROWTH_BOUND, (host, rss0, rss1)
         assert fd1 - fd0 <= FD_GROWTH_BOUND, (host, fd0, fd1)
-    # A download is written beside the cache and lands before the LRU evicts its victim
-    # (platform/serving/disk_cache.py), and downloads of different versions run at once:
-    # for a moment the cache may hold, over its budget, one adapter per download in flight
-    # plus the one landing, never more (seen: 2.26 MB of a 2.10 MB budget, and 2.83 MB with
-    # a second download under way).
+    # A download is written beside the cache (.incoming) and lands once the LRU has evicted
+    # its victims (platform/serving/disk_cache.py); downloads of different versions run at
+    # once: the cache may hold, over its budget, one adapter per download in flight, never
+    # more. (When a version landed first and its victim went after, two landing at once on
+    # a busy loop showed 2.83 MB of a 2.10 MB budget with none in flight.)
     one_adapter = max(cache_bytes(tmp_path / name) for _, name in models if name != FAKE_MODEL)
     overshoot = watch.overshoot_per_download
     assert max(overshoot.values()) <= one_adapter, (largest, overshoot, one_adapter)
