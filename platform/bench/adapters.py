@@ -2,8 +2,11 @@
 
 The same open-loop trace (bench/adapters_trace.py: the simulator's Zipf workload with a hot
 set that moves mid-run, a scanner's one-off adapters, short and long prompts) is served
-three ways, one after another on this 2-core machine (two SGLang engines per way is what
-fits; four at once would share two cores and measure each other):
+three ways on four SGLang engines that are all up at once (an idle SGLang scheduler
+sleeps) but never loaded at once: the trace is cut into `--windows` windows and the ways
+take turns, window by window, in an order that rotates (adapters_replay.interleaved). On
+this shared 2-core host a busy minute then falls on every way alike instead of deciding
+the verdict; run one after another, two default runs once gave opposite verdicts.
 
 1. **all resident** (the floor): the same arrivals and prompts on as many adapters as one
    engine has GPU slots, every one loaded up front — no adapter ever waits for a slot;
@@ -15,7 +18,9 @@ fits; four at once would share two cores and measure each other):
 
 Capacity is a burst: `PROBE_REQUESTS` requests of the trace's mix, all sent at once to the
 all-resident engines; completed requests over the seconds the burst took. The trace's rate
-is `--load` times that. Every way's sampled short answers are compared with PEFT's greedy
+is `--load` times that. The floor's unloaded TTFT (short requests one at a time) is measured
+too, and the table says how far above it the floor's p50 went: over 2x, the load was too
+high for this host at that moment. Every way's sampled short answers are compared with PEFT's greedy
 answer for the same adapter and question. Beside the live figures: the loads no policy can
 go below on the same trace (bound per tier) and the simulator's prediction for it, on its
 GPU cost profile. docs/many-adapters.md says how to read the table.
@@ -34,7 +39,7 @@ from typing import Any
 import click
 import numpy as np
 
-from loraplex.bench.adapters_replay import Answer, chat_body, replay
+from loraplex.bench.adapters_replay import Answer, Way, chat_body, interleaved, replay
 from loraplex.bench.adapters_report import WayStats, table, way_stats
 from loraplex.bench.adapters_setup import (
     EngineSlots,
@@ -106,11 +111,14 @@ class Served:
 @click.option("--host-slots", default=8, show_default=True, help="--max-loaded-loras (Loraplex)")
 @click.option("--working-set", default=4.0, show_default=True, help="x the cluster's GPU slots")
 @click.option("--scan-adapters", default=16, show_default=True, help="one-off adapters scanned")
-@click.option("--seconds", default=45.0, show_default=True, help="length of the trace")
+@click.option("--seconds", default=60.0, show_default=True, help="length of the trace")
 @click.option("--load", default=0.5, show_default=True, help="offered rate, x capacity")
 @click.option("--max-tokens", default=16, show_default=True)
 @click.option("--check-per-adapter", default=2, show_default=True, help="answers vs PEFT's")
-@click.option("--second-table/--no-second-table", default=True, help="8x and the scan doubled")
+@click.option("--windows", default=4, show_default=True, help="turns the ways take over each trace")
+@click.option(
+    "--second-table/--no-second-table", default=False, help="also 8x with the scan doubled"
+)
 @click.option("--seed", default=0, show_default=True)
 @click.option("--workdir", type=click.Path(path_type=Path), default=Path("var/bench/adapters"))
 @click.option(
@@ -128,6 +136,7 @@ def bench_adapters(
     load: float,
     max_tokens: int,
     check_per_adapter: int,
+    windows: int,
     second_table: bool,
     seed: int,
     workdir: Path,
@@ -148,27 +157,36 @@ def bench_adapters(
     model_dir = EngineConfig().model_dir
     ensure_model(model_dir, lambda line: click.echo(line, err=True))
     folders = make_adapters(model_dir, workdir / "adapters", adapters)
-    capacity, runs, floor, plain = _plain_and_floor(shapes, folders, gpu_slots, load, workdir)
-    live = _loraplex(settings, runs, folders, gpu_slots, host_slots, workdir)
+    calibration, runs, served = _serve_all(
+        settings, shapes, folders, (gpu_slots, host_slots), load, windows, workdir
+    )
     asked = {
         (a.adapter, a.question)
-        for way in (*floor, *plain, *live)
+        for ways in served
+        for way in ways
         for a in sampled(way.answers, check_per_adapter)
     }
     peft = peft_answers(model_dir, folders, asked, max_tokens, workdir / "peft.json")
-    record: dict[str, Any] = {"capacity_rps": capacity, "capacity_probe": _probe_words()}
-    record["tables"] = []
-    for k, run in enumerate(runs):
-        nodes = {
-            FLOOR: plain_nodes(gpu_slots, adapters),
-            PLAIN: plain_nodes(gpu_slots, adapters),
-            LORAPLEX: loraplex_nodes(gpu_slots, host_slots),
-        }
-        ways = [
-            _stats(name, served, run, peft, check_per_adapter, nodes[name])
-            for name, served in ((FLOOR, floor[k]), (PLAIN, plain[k]), (LORAPLEX, live[k]))
+    record: dict[str, Any] = {
+        "capacity_rps": calibration.capacity_rps,
+        "capacity_probe": _probe_words(),
+        "unloaded_ttft_ms": calibration.unloaded_ttft_ms,
+        "windows": windows,
+        "tables": [],
+    }
+    for run, ways_served in zip(runs, served, strict=True):
+        nodes = [
+            plain_nodes(gpu_slots, adapters),
+            plain_nodes(gpu_slots, adapters),
+            loraplex_nodes(gpu_slots, host_slots),
         ]
-        record["tables"].append(_print_table(run, capacity, ways, gpu_slots, host_slots))
+        ways = [
+            _stats(name, way, run, peft, check_per_adapter, n)
+            for name, way, n in zip((FLOOR, PLAIN, LORAPLEX), ways_served, nodes, strict=True)
+        ]
+        record["tables"].append(
+            _print_table(run, calibration, ways, gpu_slots, host_slots, windows)
+        )
     json_path.parent.mkdir(parents=True, exist_ok=True)
     json_path.write_text(json.dumps(record, indent=2, default=str))
 
@@ -180,37 +198,84 @@ def _probe_words() -> str:
     )
 
 
-def _plain_and_floor(
-    shapes: list[LoadShape], folders: list[Path], gpu_slots: int, load: float, root: Path
-) -> tuple[float, list[Run], list[Served], list[Served]]:
-    """Capacity, the runs at `load` x capacity, and the floor's and the plain way's answers,
-    on two rank-64 engines holding every adapter, behind the round-robin proxy."""
-    specs = [EngineSlots(f"plain-{x}", PORTS[x], 64, gpu_slots, len(folders)) for x in "ab"]
-    names = [f"a{i}" for i in range(len(folders))]
-    with engines(specs, root) as started:
-        urls = [info.url for _, info in started]
-        served_model = started[0][1].served_model
-        register_everywhere(urls, names, folders)
+def _serve_all(
+    settings: Settings,
+    shapes: list[LoadShape],
+    folders: list[Path],
+    slots: tuple[int, int],
+    load: float,
+    window_count: int,
+    root: Path,
+) -> tuple[Calibration, list[Run], list[list[Served]]]:
+    """Every engine up at once (idle SGLang schedulers sleep), then each table's three ways
+    replayed window by window in turn (`interleaved`): a minute of a busy host falls on all
+    three ways, not on whichever ran then. Returns the calibration, the runs and, per run,
+    the floor's, the plain way's and Loraplex's answers."""
+    gpu_slots, host_slots = slots
+    with contextlib.ExitStack() as stack:
+        plain_specs = [
+            EngineSlots(f"plain-{x}", PORTS[x], 64, gpu_slots, len(folders)) for x in "ab"
+        ]
+        plain = stack.enter_context(engines(plain_specs, root))
+        urls = [info.url for _, info in plain]
+        served_model = plain[0][1].served_model
+        register_everywhere(urls, [f"a{i}" for i in range(len(folders))], folders)
+        proxy = stack.enter_context(round_robin_proxy(urls)) + CHAT
 
-        def send(request: BenchRequest) -> tuple[dict[str, str], dict[str, Any]]:
+        def plain_send(request: BenchRequest) -> tuple[dict[str, str], dict[str, Any]]:
             body = chat_body(f"{served_model}:a{request.adapter}", request, shapes[0].max_tokens)
             return {}, {**body, "lora_path": f"a{request.adapter}"}
 
-        with round_robin_proxy(urls) as proxy:
-            probe = make_trace(replace(shapes[0], rate_per_s=PROBE_REQUESTS / shapes[0].seconds))[1]
-            burst = [replace(r, at_s=0.0) for r in resident_trace(probe, gpu_slots)]
-            asyncio.run(replay(proxy + CHAT, burst[:4], send))  # warm-up: first batches
-            answers, wall = asyncio.run(replay(proxy + CHAT, burst[:PROBE_REQUESTS], send))
-            capacity = sum(a.ok for a in answers) / wall
-            click.echo(f"capacity: {capacity:.2f} requests/s ({_probe_words()})", err=True)
-            runs = [_run(replace(s, rate_per_s=load * capacity)) for s in shapes]
-            floor, plain = [], []
-            for run in runs:
-                floor.append(_served(proxy, resident_trace(run.trace, gpu_slots), send))
-                plain.append(_served(proxy, run.trace, send))
-                for way in (floor[-1], plain[-1]):
-                    way.loads = {"host": 2 * len(folders)}  # every adapter, up front
-    return capacity, runs, floor, plain
+        gateway = _gateway(stack, settings, gpu_slots, host_slots, root)
+        calibration = _calibrate(proxy, plain_send, shapes[0], gpu_slots, gateway)
+        runs = [_run(replace(s, rate_per_s=load * calibration.capacity_rps)) for s in shapes]
+        served = []
+        for k, run in enumerate(runs):
+            ours = gateway.prepare(k, run, served_model, folders)
+            ways = [
+                Way(FLOOR, proxy, resident_trace(run.trace, gpu_slots), plain_send),
+                Way(PLAIN, proxy, run.trace, plain_send),
+                Way(LORAPLEX, gateway.url + CHAT, run.trace, ours),
+            ]
+            before = gateway_loads(gateway.url)
+            replayed = asyncio.run(interleaved(ways, window_count, run.shape.seconds))
+            loads = loads_between(before, gateway_loads(gateway.url))
+            up_front = {"host": 2 * len(folders)}  # every adapter into both engines, up front
+            served.append([
+                Served(answers, wall, loads if way.name == LORAPLEX else up_front)
+                for way, (answers, wall) in zip(ways, replayed, strict=True)
+            ])  # fmt: skip
+    return calibration, runs, served
+
+
+@dataclass(frozen=True, slots=True)
+class Calibration:
+    """What the load is sized from, measured on the floor's engines before the tables."""
+
+    capacity_rps: float  # the burst's completed requests per second
+    unloaded_ttft_ms: float  # median TTFT of short requests sent one at a time
+
+
+def _calibrate(
+    proxy: str, send: Any, shape: LoadShape, gpu_slots: int, gateway: _Gateway
+) -> Calibration:
+    """Warm both paths up, then measure the floor unloaded and at a burst."""
+    probe = make_trace(replace(shape, rate_per_s=PROBE_REQUESTS / shape.seconds))[1]
+    burst = [replace(r, at_s=0.0) for r in resident_trace(probe, gpu_slots)]
+    asyncio.run(replay(proxy, burst[:4], send))  # warm-up: the first batches
+    gateway.warm_up()
+    alone: list[float] = []
+    for request in [r for r in burst if not r.long][:4]:  # one at a time
+        answers, _ = asyncio.run(replay(proxy, [request], send))
+        alone.extend(a.ttft_s for a in answers if a.ok)
+    answers, wall = asyncio.run(replay(proxy, burst[:PROBE_REQUESTS], send))
+    capacity = sum(a.ok for a in answers) / wall
+    unloaded = 1000 * float(np.median(alone)) if alone else float("nan")
+    click.echo(f"capacity: {capacity:.2f} requests/s ({_probe_words()})", err=True)
+    click.echo(
+        f"unloaded TTFT p50 (floor, one short request at a time): {unloaded:.0f} ms", err=True
+    )
+    return Calibration(capacity, unloaded)
 
 
 def _run(shape: LoadShape) -> Run:
@@ -218,59 +283,63 @@ def _run(shape: LoadShape) -> Run:
     return Run(shape, workload, trace)
 
 
-def _served(url: str, trace: list[BenchRequest], send: Any) -> Served:
-    answers, wall = asyncio.run(replay(url + CHAT, trace, send))
-    return Served(answers, wall, {})
+@dataclass
+class _Gateway:
+    """The Loraplex way: the API process, its engines and the bench's two tenants."""
+
+    url: str
+    operator: str
+    tenants: dict[bool, tuple[str, str]]  # is the scanner -> (tenant id, key)
+    served_model: str
+
+    def warm_up(self) -> None:
+        """One request to the base model through the gateway (its first-use costs)."""
+        key = self.tenants[False][1]
+        request = BenchRequest(0.0, 0, "Hello?", "Hello?", False)
+        body = chat_body(self.served_model, request, 4)
+        asyncio.run(replay(self.url + CHAT, [request], lambda _: (_auth(key), body)))
+
+    def prepare(self, k: int, run: Run, base: str, folders: list[Path]) -> Any:
+        """Upload run `k`'s adapters under fresh names; the way's request sender."""
+        names = [f"t{k}-a{i}" for i in range(run.shape.adapters)]
+        owners = [self.tenants[is_scan(run.workload, i)][0] for i in range(run.shape.adapters)]
+        upload_adapters(self.url, self.operator, base, owners, names, folders[: len(names)])
+
+        def send(r: BenchRequest) -> tuple[dict[str, str], dict[str, Any]]:
+            key = self.tenants[is_scan(run.workload, r.adapter)][1]
+            return _auth(key), chat_body(f"t{k}-a{r.adapter}", r, run.shape.max_tokens)
+
+        return send
 
 
-def _loraplex(
-    settings: Settings,
-    runs: list[Run],
-    folders: list[Path],
-    gpu_slots: int,
-    host_slots: int,
-    root: Path,
-) -> list[Served]:
-    """Each run through the gateway on rank classes 16 and 64, adapters from S3 (moto)."""
+def _auth(key: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"}
+
+
+def _gateway(
+    stack: contextlib.ExitStack, settings: Settings, gpu_slots: int, host_slots: int, root: Path
+) -> _Gateway:
+    """The gateway on rank classes 16 and 64, adapters from S3 (moto), shedding off."""
     operator = operator_key(settings)
     specs = [
         EngineSlots("loraplex-r16", PORTS["r16"], 16, gpu_slots, host_slots),
         EngineSlots("loraplex-r64", PORTS["r64"], 64, gpu_slots, host_slots),
     ]
-    out = []
-    with contextlib.ExitStack() as stack:
-        endpoint = stack.enter_context(moto_server())
-        env = {
-            **without_shedding(settings).to_env(),
-            **s3_env(endpoint, f"bench-{secrets.token_hex(3)}"),
-            "LORAPLEX_DATA_DIR": str(root / "api"),
-        }
-        url, _ = stack.enter_context(api_process(env))
-        started = stack.enter_context(engines(specs, root))
-        for config, info in started:
-            _setup(url, operator, config, info.served_model)
-        served_model = started[0][1].served_model
-        tenants = {
-            False: new_tenant(url, operator, plan="enterprise", **UNLIMITED),
-            True: new_tenant(url, operator, plan="enterprise", **UNLIMITED),  # the scanner
-        }
-        for k, run in enumerate(runs):
-            names = [f"t{k}-a{i}" for i in range(run.shape.adapters)]
-            owners = [tenants[is_scan(run.workload, i)][0] for i in range(run.shape.adapters)]
-            upload_adapters(url, operator, served_model, owners, names, folders[: len(names)])
-
-            def send(
-                r: BenchRequest, k: int = k, run: Run = run
-            ) -> tuple[dict[str, str], dict[str, Any]]:
-                key = tenants[is_scan(run.workload, r.adapter)][1]
-                body = chat_body(f"t{k}-a{r.adapter}", r, run.shape.max_tokens)
-                return {"Authorization": f"Bearer {key}"}, body
-
-            before = gateway_loads(url)
-            served = _served(url, run.trace, send)
-            served.loads = loads_between(before, gateway_loads(url))
-            out.append(served)
-    return out
+    endpoint = stack.enter_context(moto_server())
+    env = {
+        **without_shedding(settings).to_env(),
+        **s3_env(endpoint, f"bench-{secrets.token_hex(3)}"),
+        "LORAPLEX_DATA_DIR": str(root / "api"),
+    }
+    url, _ = stack.enter_context(api_process(env))
+    started = stack.enter_context(engines(specs, root))
+    for config, info in started:
+        _setup(url, operator, config, info.served_model)
+    tenants = {
+        False: new_tenant(url, operator, plan="enterprise", **UNLIMITED),
+        True: new_tenant(url, operator, plan="enterprise", **UNLIMITED),  # the scanner
+    }
+    return _Gateway(url, operator, tenants, started[0][1].served_model)
 
 
 def _stats(
@@ -294,7 +363,12 @@ def _stats(
 
 
 def _print_table(
-    run: Run, capacity: float, ways: list[WayStats], gpu_slots: int, host_slots: int
+    run: Run,
+    calibration: Calibration,
+    ways: list[WayStats],
+    gpu_slots: int,
+    host_slots: int,
+    window_count: int,
 ) -> dict[str, Any]:
     shape = run.shape
     click.echo(
@@ -302,9 +376,16 @@ def _print_table(
         f"{shape.regular_adapters} adapters (Zipf a={shape.alpha:g}, hot set moved at "
         f"{shape.seconds / 2:.0f} s) + {shape.scan_adapters} scanned once; "
         f"{len(run.trace)} requests in {shape.seconds:.0f} s at {shape.rate_per_s:.2f}/s "
-        f"(load x capacity {capacity:.2f}/s); {shape.max_tokens} tokens a reply; ms"
+        f"(load x capacity {calibration.capacity_rps:.2f}/s), the ways taking turns in "
+        f"{window_count} windows; {shape.max_tokens} tokens a reply; ms"
     )
     click.echo(table(ways))
+    floor = next(w for w in ways if w.way == FLOOR)
+    busy = floor.ttft_p50_ms / calibration.unloaded_ttft_ms
+    click.echo(
+        f"the floor's TTFT p50 is {busy:.1f}x its unloaded {calibration.unloaded_ttft_ms:.0f} ms"
+        + (" (over 2x: the host is overloaded at this --load; lower it)" if busy > 2 else "")
+    )
     sim = predicted(run.workload, gpu_slots, host_slots)
     for row in sim:
         click.echo(

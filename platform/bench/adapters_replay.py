@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import aiohttp
@@ -108,3 +108,43 @@ def chat_body(model: str, request: BenchRequest, max_tokens: int) -> dict[str, A
         "stream": True,
         "stream_options": {"include_usage": True},
     }
+
+
+@dataclass(frozen=True, slots=True)
+class Way:
+    """One way of serving the trace: where its requests go and how each is sent."""
+
+    name: str
+    url: str  # the chat completions URL
+    trace: list[BenchRequest]  # the way's requests (the floor's name fewer adapters)
+    send_for: SendFor
+
+
+def windows(requests: list[BenchRequest], count: int, seconds: float) -> list[list[BenchRequest]]:
+    """The trace cut by arrival time into `count` windows of `seconds / count` each, every
+    window re-timed to start at 0 (its requests keep their spacing and their order)."""
+    length = seconds / count
+    cut: list[list[BenchRequest]] = [[] for _ in range(count)]
+    for request in requests:
+        k = min(count - 1, int(request.at_s // length))
+        cut[k].append(replace(request, at_s=request.at_s - k * length))
+    return cut
+
+
+async def interleaved(
+    ways: list[Way], count: int, seconds: float
+) -> list[tuple[list[Answer], float]]:
+    """Replay every way's trace window by window, the ways taking turns (the order rotates
+    each window), so whatever else the host does at any minute falls on every way alike.
+    Each window runs open loop and ends when its last request has; the next starts then.
+    Returns each way's answers in trace order and the wall seconds its windows took."""
+    cut = [windows(way.trace, count, seconds) for way in ways]
+    answers: list[list[Answer]] = [[] for _ in ways]
+    walls = [0.0 for _ in ways]
+    for k in range(count):
+        for turn in range(len(ways)):
+            i = (k + turn) % len(ways)
+            got, wall = await replay(ways[i].url, cut[i][k], ways[i].send_for)
+            answers[i].extend(got)
+            walls[i] += wall
+    return list(zip(answers, walls, strict=True))

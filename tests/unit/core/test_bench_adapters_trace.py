@@ -7,7 +7,9 @@ from __future__ import annotations
 from collections import Counter, OrderedDict
 
 import numpy as np
+import pytest
 
+from loraplex.bench.adapters_replay import windows
 from loraplex.bench.adapters_trace import (
     LoadShape,
     is_scan,
@@ -107,3 +109,16 @@ def test_no_cache_of_the_clusters_slots_loads_fewer_than_the_bound() -> None:
 def test_a_trace_that_fits_the_slots_loads_each_adapter_once() -> None:
     bounds = tier_bounds(np.array([0, 1, 2, 0, 1, 2, 3]), loraplex_nodes(2, 4))
     assert (bounds.cold, bounds.host, bounds.gpu) == (4, 4, 4)
+
+
+def test_windows_keep_every_request_once_in_order_each_retimed_from_zero() -> None:
+    """The ways take turns window by window; a window is the trace's slice, not a sample."""
+    _, trace = make_trace(SHAPE)
+    cut = windows(trace, 4, SHAPE.seconds)
+    length = SHAPE.seconds / 4
+    assert [r.adapter for w in cut for r in w] == [r.adapter for r in trace]
+    assert all(0 <= r.at_s < length + 1e-9 for w in cut[:-1] for r in w)
+    assert all(r.at_s >= 0 for r in cut[-1])  # the last window also holds any late arrival
+    assert [r.at_s + k * length for k, w in enumerate(cut) for r in w] == [
+        pytest.approx(r.at_s) for r in trace
+    ]
