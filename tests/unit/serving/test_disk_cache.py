@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 import uuid
 from pathlib import Path
 from uuid import UUID
@@ -267,3 +268,59 @@ async def test_following_the_policy_copies_left_by_a_previous_process_go_first(
     await cache.aclose()
     assert [v.id in cache for v in (left, again, placed, new)] == [False, True, True, True]
     assert cache.evictions == 1
+
+
+class GatedStore(CountingStore):
+    """A store whose downloads all wait until `release` is set (downloads in flight at once)."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self.release = threading.Event()
+
+    def get_file(self, key: str, dest: Path, expected_sha256: str) -> None:
+        """Wait for the gate, then download."""
+        self.release.wait(timeout=10)
+        super().get_file(key, dest, expected_sha256)
+
+
+def cached_bytes(cache: DiskCache) -> int:
+    """Bytes in the cache proper: downloads still in `.incoming` and the trash left out."""
+    return sum(
+        f.stat().st_size
+        for folder in cache.root.iterdir()
+        if not folder.name.startswith(".")
+        for f in folder.iterdir()
+    )
+
+
+async def test_downloads_landing_together_never_put_the_cache_past_its_budget(
+    tmp_path, scratch
+) -> None:
+    """Each download waits in `.incoming` until its victim is gone: however many land at
+    once, the cache proper never holds more than its budget but for versions still in use
+    (the soak drill once saw two adapters over it when two landed before either victim
+    left)."""
+    store = GatedStore(tmp_path / "store")
+    store.release.set()
+    cache = make_cache(tmp_path, store, versions_fitting=2)
+    for version in (upload(store, scratch), upload(store, scratch)):
+        await ensure(cache, version)
+    store.release.clear()
+    seen: list[int] = []
+    land = cache._land
+
+    def land_and_measure(version_id: UUID, incoming: Path) -> None:
+        land(version_id, incoming)
+        in_use = [v for v in arriving if v.id != version_id and cache.is_pinned(v.id)]
+        in_use_bytes = sum(VERSION_BYTES for v in in_use if v.id in cache)
+        seen.append(cached_bytes(cache) - in_use_bytes)
+
+    arriving = [upload(store, scratch) for _ in range(3)]
+    cache._land = land_and_measure  # type: ignore[method-assign]
+    downloads = [asyncio.create_task(ensure(cache, v)) for v in arriving]
+    await asyncio.sleep(0.05)  # all three in flight
+    store.release.set()
+    await asyncio.gather(*downloads)
+    await cache.aclose()
+    assert len(seen) == 3
+    assert max(seen) <= 2 * VERSION_BYTES
