@@ -67,6 +67,7 @@ from loraplex.bench.adapters_verdict import (
     loraplex_nodes,
     plain_nodes,
     predicted,
+    predicted_targets,
     targets,
 )
 from loraplex.bench.api import operator_key
@@ -395,11 +396,12 @@ def _print_table(
             f"{row['host_loads']}, GPU swaps {row['gpu_swaps']}"
         )
     verdicts = targets(ways)
-    for line in verdicts:
+    for line in [*verdicts, *predicted_targets(sim)]:
         click.echo(line)
     return {
         "shape": asdict(shape),
         "ways": [w.row() for w in ways],
         "simulator": [{k: v for k, v in r.items() if not isinstance(v, dict)} for r in sim],
         "targets": verdicts,
+        "simulator_targets": predicted_targets(sim),
     }

@@ -4,6 +4,7 @@ the issue's targets checked against one table's ways."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any
 
 from loraplex.bench.adapters_report import MIN_ADAPTER_REQUESTS, WayStats
@@ -37,12 +38,30 @@ def plain_nodes(gpu_slots: int, adapters: int) -> list[NodeSpec]:
 
 
 def predicted(workload: Workload, gpu_slots: int, host_slots: int) -> list[dict[str, Any]]:
-    """The simulator on the same trace: the default policy on the Loraplex way's engines, and
-    SGLang's LRU on the plain way's (its cost profile is a GPU's, not this machine's)."""
+    """The simulator on the same trace (its cost profile is a GPU's, not this machine's):
+    the floor (the same arrivals on as many adapters as an engine has GPU slots), the
+    default policy on the Loraplex way's engines, and LRU on the plain way's. The policy
+    core dispatches in all three: the simulator has no model of SGLang's own scheduler, so
+    its plain row is LRU eviction behind our dispatch, not the plain way's starvation."""
     adapters = len(workload.adapters)
+    resident = replace(workload, adapter=workload.adapter % gpu_slots)
     return [
+        simulate(f"{FLOOR} (LRU)", resident, plain_nodes(gpu_slots, adapters), LRU),
         simulate(DEFAULT_NAME, workload, loraplex_nodes(gpu_slots, host_slots), DEFAULT),
         simulate(f"{LRU_NAME} (plain)", workload, plain_nodes(gpu_slots, adapters), LRU),
+    ]
+
+
+def predicted_targets(rows: list[dict[str, Any]]) -> list[str]:
+    """The TTFT targets judged on the simulator's rows (`predicted`'s order)."""
+    floor, ours, plain = (1000 * r["ttft_p50_s"] for r in rows)
+    ours_p99, plain_p99 = 1000 * rows[1]["ttft_p99_s"], 1000 * rows[2]["ttft_p99_s"]
+    said = {True: "PASS", False: "FAIL"}
+    return [
+        f"simulator: {said[ours <= P50_OVER_FLOOR * floor]} Loraplex TTFT p50 <= "
+        f"{P50_OVER_FLOOR}x the floor's: {ours:.0f} vs {floor:.0f} ms (plain {plain:.0f} ms)",
+        f"simulator: {said[plain_p99 >= P99_UNDER_PLAIN * ours_p99]} plain TTFT p99 >= "
+        f"{P99_UNDER_PLAIN}x Loraplex's: {plain_p99:.0f} vs {ours_p99:.0f} ms",
     ]
 
 

@@ -36,7 +36,7 @@ from loraplex.adapters.facts import facts_to_json, read_base_model_facts
 from loraplex.bench.api import operator_key
 from loraplex.bench.scrape import Buckets, quantile, read_histogram
 from loraplex.bench.server import api_process, without_shedding
-from loraplex.bench.tenants import tenant_key
+from loraplex.bench.tenants import register_engine
 from loraplex.dev.partial_characters import steady_stream_bias
 from loraplex.serving.engines.http_driver import iter_sse_data
 from loraplex.serving.engines.launcher import EngineConfig, start_engine
@@ -188,23 +188,16 @@ def _engine_ttft(engine_url: str | None, kind: str) -> Buckets:
 
 
 def _setup(url: str, operator: str, engine: EngineConfig, served: str) -> str:
-    ops = {"Authorization": f"Bearer {operator}"}
     facts = {
         **facts_to_json(read_base_model_facts(engine.model_dir)),
         "name": served,
         "source": str(engine.model_dir.resolve()),
     }
-    httpx.post(f"{url}/api/v1/base-models", json=facts, headers=ops)
-    known = httpx.get(f"{url}/api/v1/engines", params={"page_size": 100}, headers=ops).json()[
-        "items"
-    ]
-    for row in known:  # earlier runs on this database: one engine, registered once
-        if row["url"] == engine.url and row["source"] == "database":
-            httpx.delete(f"{url}/api/v1/engines/{row['id']}", headers=ops)
-    httpx.post(
-        f"{url}/api/v1/engines",
-        headers=ops,
-        json={
+    key = register_engine(
+        url,
+        operator,
+        facts,
+        {
             "name": f"bench-{secrets.token_hex(3)}",
             "url": engine.url,
             "kind": engine.kind,
@@ -214,7 +207,6 @@ def _setup(url: str, operator: str, engine: EngineConfig, served: str) -> str:
             "host_slots": engine.max_cpu_loras,
         },
     )
-    key = tenant_key(url, operator, plan="enterprise")
     _wait_in_rotation(url, key, served)
     return key
 

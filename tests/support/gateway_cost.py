@@ -30,11 +30,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import aiohttp
-import httpx
 
 from loraplex.bench.api import operator_key
 from loraplex.bench.server import api_process, free_port, without_shedding
-from loraplex.bench.tenants import tenant_key
+from loraplex.bench.tenants import register_engine
 from loraplex.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -117,9 +116,6 @@ def _baseline_tree(rev: str) -> Iterator[Path]:
 
 def _register(url: str, operator: str, model: str, engine_url: str) -> str:
     """The stand-in engine as `model`'s engine; a tenant key for it."""
-    ops = {"Authorization": f"Bearer {operator}"}
-    made = httpx.post(f"{url}/api/v1/base-models", headers=ops, json={**BASE_MODEL, "name": model})
-    made.raise_for_status()
     engine = {
         "name": f"cost-{secrets.token_hex(3)}",
         "url": engine_url,
@@ -129,8 +125,7 @@ def _register(url: str, operator: str, model: str, engine_url: str) -> str:
         "gpu_slots": 4,
         "host_slots": 8,
     }
-    httpx.post(f"{url}/api/v1/engines", headers=ops, json=engine).raise_for_status()
-    return tenant_key(url, operator, plan="enterprise")
+    return register_engine(url, operator, {**BASE_MODEL, "name": model}, engine)
 
 
 def _until_serving(url: str, key: str, model: str, stream: bool) -> None:
