@@ -125,13 +125,35 @@ def in_rotation_everywhere(cluster: Cluster, hosts: tuple[str, ...]) -> dict[str
 
 
 @pytest.fixture(scope="session")
-def engines(cluster: Cluster) -> dict[str, str]:
+def engine_hosts(cluster: Cluster) -> dict[str, str]:
     """The two engine hosts, each registered by its own agent and in rotation on both API
     hosts; engine host -> its API id."""
     register_base(cluster, FAKE_MODEL)
     for host in ENGINE_HOSTS:
         cluster.start_engine_host(host)
     return in_rotation_everywhere(cluster, ENGINE_HOSTS)
+
+
+@pytest.fixture
+def engines(cluster: Cluster, engine_hosts: dict[str, str]) -> dict[str, str]:
+    """`engine_hosts`, once the drill before has settled: an engine it restarted has had
+    what it held loaded again (placement restores it a moment after the engine is back in
+    rotation, evicting by value, which may take the next drill's freshly loaded adapter)."""
+    wait_until(lambda: quiet(cluster), 60, what="placement settled")
+    return engine_hosts
+
+
+def quiet(cluster: Cluster, hold_s: float = 1.0) -> bool:
+    """Whether no API host's placement loads an adapter or has requests waiting for one,
+    now and again after `hold_s` (an agent's restart report lands a moment later)."""
+    for attempt in range(2):
+        if attempt:
+            time.sleep(hold_s)
+        for host in API_HOSTS:
+            engines = _ok(_operator(cluster, "GET", "/api/v1/placement", host=host))["engines"]
+            if any(e["loading"] or e["waiting"] for e in engines):
+                return False
+    return True
 
 
 @pytest.fixture(scope="session")
