@@ -20,7 +20,6 @@ import asyncio
 import contextlib
 import json
 import math
-import os
 import secrets
 import statistics
 import time
@@ -34,6 +33,7 @@ import msgspec
 
 from loraplex.adapters.facts import facts_to_json, read_base_model_facts
 from loraplex.bench.api import operator_key
+from loraplex.bench.proc_cpu import cpu_seconds
 from loraplex.bench.scrape import Buckets, quantile, read_histogram
 from loraplex.bench.server import api_process, without_shedding
 from loraplex.bench.tenants import register_engine
@@ -95,12 +95,9 @@ async def _one(
 
 
 def process_cpu_s(pid: int | None) -> float:
-    """User + system CPU seconds of a process so far (Linux /proc); NaN when unknown."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return float("nan")
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    """CPU seconds of a process so far (Linux /proc, bench/proc_cpu.py); NaN when unknown."""
+    used = cpu_seconds(pid) if pid is not None else None
+    return float("nan") if used is None else used
 
 
 async def _round(

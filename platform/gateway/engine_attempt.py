@@ -56,19 +56,27 @@ class EngineAttempt:
         self.transcript = transcript
         self.tokens_before = tokens_before  # None: not a continuation
         self._stream: AsyncIterator[GenerateChunk] = ready.engine.driver.generate(self.request)
+        # The engine's next chunk, raw (StopAsyncIteration at the end): the relay awaits it
+        # straight and hands each chunk to `take`, with no coroutine of ours between.
+        self.read = self._stream.__anext__
         self._closed = False
         ready.engine.in_flight += 1
 
     async def next(self) -> GenerateChunk:
         """The next chunk with something for the client; StopAsyncIteration at the end."""
         while True:
-            chunk = await anext(self._stream)
-            if self.tokens_before is not None:
-                chunk = rebased(chunk, self.tokens_before)
-            if chunk.index == 0:
-                self.transcript.record(chunk)
-            if not _ids_only(chunk):
+            chunk = self.take(await self.read())
+            if chunk is not None:
                 return chunk
+
+    def take(self, chunk: GenerateChunk) -> GenerateChunk | None:
+        """A chunk `read` gave: its token ids recorded, counted as part of the whole answer
+        for a continuation; None when it has nothing for the client."""
+        if self.tokens_before is not None:
+            chunk = rebased(chunk, self.tokens_before)
+        if chunk.index == 0:
+            self.transcript.record(chunk)
+        return None if _ids_only(chunk) else chunk
 
     async def close(self, *, abort: bool, counts_into: StreamBuffer | None = None) -> None:
         """Release the engine slot; abort the engine request if it is still running, else

@@ -223,7 +223,10 @@ async def _relay(
     try:
         while not buffer.closed:
             try:
-                chunk = await reads.read(attempt.next())
+                with reads:
+                    chunk = attempt.take(await attempt.read())
+                if chunk is None:
+                    continue  # token ids only, recorded
             except StopAsyncIteration:
                 buffer.finish("stop")
                 break

@@ -13,12 +13,10 @@ cancelled and `PhaseTimeout` raised with the phase's code.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from collections.abc import Callable
+from types import TracebackType
 
 from loraplex.gateway.wait_timer import WaitTimer
-
-T = TypeVar("T")
 
 
 class PhaseTimeout(Exception):
@@ -29,8 +27,9 @@ class PhaseTimeout(Exception):
 
 
 class ReadDeadline:
-    """Deadlines for the reads of one task: each read may take `idle_s`, all of them end by
-    `deadline_total` (both on `clock`, which `asyncio`'s timer follows in real time)."""
+    """Deadlines for the reads of one task, each read a `with` block: each may take
+    `idle_s`, all of them end by `deadline_total` (both on `clock`, which `asyncio`'s timer
+    follows in real time)."""
 
     def __init__(self, idle_s: float, deadline_total: float, clock: Callable[[], float]):
         self._idle_s, self._total, self._clock = idle_s, deadline_total, clock
@@ -46,25 +45,26 @@ class ReadDeadline:
     def _code(self) -> str:
         return "idle_timeout" if self._began + self._idle_s < self._total else "total_timeout"
 
-    async def read(self, awaitable: Awaitable[T]) -> T:
-        """`awaitable`'s result, or `PhaseTimeout` once it has taken too long."""
+    def __enter__(self) -> None:
+        """A read begins: `PhaseTimeout` at once when its deadline has passed, else the
+        timer is set for it. A `with` block rather than a wrapper coroutine: the relay reads
+        once per token, and each coroutine layer costs every token a few µs (issue #50)."""
         self._began = self._clock()
         if self._deadline() <= self._began:
-            close = getattr(awaitable, "close", None)
-            if close is not None:
-                close()
             raise PhaseTimeout(self._code())
         self._reading = True
         self._timer.arm()
-        try:
-            return await awaitable
-        except asyncio.CancelledError:
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        """The read ended; cancelled by the timer, it raises `PhaseTimeout` instead (a
+        cancellation from elsewhere, such as the client leaving, stays one)."""
+        self._reading = False
+        if kind is asyncio.CancelledError:
             expired, self._expired = self._expired, None
             if expired is not None and self._task is not None and self._task.uncancel() == 0:
                 raise PhaseTimeout(expired) from None
-            raise
-        finally:
-            self._reading = False
 
     def _read_ends(self) -> float | None:
         return self._deadline() if self._reading else None

@@ -3,7 +3,8 @@ one run: `python -m tests.support.gateway_cost --baseline <rev>`.
 
 Both API processes relay the same load from the stand-in engine (`tests/system/fake_engine.py`,
 one chunk per token per stream), round by round, interleaved, so the host's mood falls on
-both alike; each round's CPU comes from `/proc/<pid>/stat` (every thread of the process).
+both alike; each round's CPU is the scheduler's count for every thread of the process
+(`bench/proc_cpu.py`), and a stream counts only if it ended without an error event.
 The baseline runs the other commit's `platform/` (a `git worktree`) in the same virtual
 environment; `--baseline-without-hiredis` keeps redis-py's pure-Python parser for it, as a
 commit from before hiredis was a dependency had it. `--profile NAME` writes that process's
@@ -32,6 +33,7 @@ from pathlib import Path
 import aiohttp
 
 from loraplex.bench.api import operator_key
+from loraplex.bench.proc_cpu import cpu_seconds
 from loraplex.bench.server import api_process, free_port, without_shedding
 from loraplex.bench.tenants import register_engine
 from loraplex.settings import Settings
@@ -64,12 +66,6 @@ BASE_MODEL = {
 }
 
 
-def cpu_seconds(pid: int) -> float:
-    """User and system CPU of every thread of `pid` so far."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 async def _requests(
     url: str, key: str, model: str, streams: int, count: int, tokens: int, stream: bool
 ) -> None:
@@ -89,7 +85,9 @@ async def _requests(
                 session.post(f"{url}/v1/chat/completions", json=body, headers=headers) as reply,
             ):
                 text = await reply.read()
-                if reply.status != 200:
+                # A stream that failed still answers 200, with an error event: cheap, and
+                # counted as if it had relayed every token, it would flatter the process.
+                if reply.status != 200 or b'"error"' in text:
                     raise RuntimeError(f"{reply.status}: {text[:300]!r}")
 
         await asyncio.gather(*[one() for _ in range(count)])
@@ -189,9 +187,9 @@ def main() -> None:
                     os.kill(apis[args.profile][1], signal.SIGUSR1)
                 for _ in range(args.rounds):
                     for name, (url, pid) in apis.items():
-                        before = cpu_seconds(pid)
+                        before = cpu_seconds(pid) or 0.0
                         asyncio.run(_requests(url, key, model, streams, count, args.tokens, stream))
-                        spent = cpu_seconds(pid) - before
+                        spent = (cpu_seconds(pid) or 0.0) - before
                         per_request.setdefault((streams, name), []).append(spent / count)
                 if args.profile:
                     os.kill(apis[args.profile][1], signal.SIGUSR2)

@@ -298,10 +298,12 @@ class HttpDriver:
         """
         finished = done = False
         pending = b""
+        read_block = reply.read_block
         try:
-            # The SSE split is inline (`sse_payloads`), not a generator of its own: each
-            # async-generator layer costs every token a few microseconds (issue #50).
-            async for block in reply.blocks():
+            # The SSE split is inline (`sse_payloads`), and blocks are awaited straight from
+            # the client library: each async-generator layer costs every token a few
+            # microseconds (issue #50).
+            while block := await read_block():
                 payloads, pending = sse_payloads(pending, block)
                 for data in payloads:
                     # After [DONE] the body is read to its end (a few bytes) rather than
@@ -320,7 +322,7 @@ class HttpDriver:
                 if chunk is not None:
                     finished = finished or chunk.finish_reason is not None
                     yield chunk
-        except STREAM_BROKEN as exc:
+        except (*STREAM_BROKEN, *reply.errors) as exc:
             if not self._was_aborted(rid):
                 message = f"{self.kind} engine at {self.url} dropped {rid}: {exc!r}"
                 raise EngineDied(message) from exc

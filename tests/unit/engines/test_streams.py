@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 import pytest
 from aiohttp import web
 
-from loraplex.serving.engines.streams import AiohttpStreams, StreamClosed
+from loraplex.serving.engines.streams import AiohttpStreams, StreamClosed, blocks
 
 
 @pytest.fixture
@@ -58,9 +58,9 @@ def _streams(url: str) -> AiohttpStreams:
 
 async def _body(streams: AiohttpStreams) -> bytes:
     reply = await streams.post("/gen", b"{}")
-    blocks = [block async for block in reply.blocks()]
+    body = [block async for block in blocks(reply)]
     await reply.close()
-    return b"".join(blocks)
+    return b"".join(body)
 
 
 async def test_a_fully_read_reply_gives_its_connection_to_the_next_request(server):
@@ -81,7 +81,7 @@ async def test_closing_a_reply_mid_stream_wakes_its_reader_and_disconnects(serve
     got: list[bytes] = []
 
     async def read() -> None:
-        async for block in reply.blocks():
+        async for block in blocks(reply):
             got.append(block)
 
     reader = asyncio.create_task(read())
