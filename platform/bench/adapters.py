@@ -388,7 +388,7 @@ def _print_table(
         + (" (over 2x: the host is overloaded at this --load; lower it)" if busy > 2 else "")
     )
     sim = predicted(run.workload, gpu_slots, host_slots)
-    for row in sim:
+    for row in sim.values():
         click.echo(
             f"simulator, same trace, GPU cost profile — {row['policy']}: TTFT p50 "
             f"{1000 * row['ttft_p50_s']:.0f} ms, p99 {1000 * row['ttft_p99_s']:.0f} ms; cold "
@@ -401,7 +401,9 @@ def _print_table(
     return {
         "shape": asdict(shape),
         "ways": [w.row() for w in ways],
-        "simulator": [{k: v for k, v in r.items() if not isinstance(v, dict)} for r in sim],
+        "simulator": [
+            {k: v for k, v in r.items() if not isinstance(v, dict)} for r in sim.values()
+        ],
         "targets": verdicts,
         "simulator_targets": predicted_targets(sim),
     }

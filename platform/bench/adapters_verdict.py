@@ -37,25 +37,26 @@ def plain_nodes(gpu_slots: int, adapters: int) -> list[NodeSpec]:
     ]
 
 
-def predicted(workload: Workload, gpu_slots: int, host_slots: int) -> list[dict[str, Any]]:
+def predicted(workload: Workload, gpu_slots: int, host_slots: int) -> dict[str, dict[str, Any]]:
     """The simulator on the same trace (its cost profile is a GPU's, not this machine's):
     the floor (the same arrivals on as many adapters as an engine has GPU slots), the
     default policy on the Loraplex way's engines, and LRU on the plain way's. The policy
     core dispatches in all three: the simulator has no model of SGLang's own scheduler, so
-    its plain row is LRU eviction behind our dispatch, not the plain way's starvation."""
+    its plain row is LRU eviction behind our dispatch, not the plain way's starvation.
+    Rows by the way they stand for."""
     adapters = len(workload.adapters)
     resident = replace(workload, adapter=workload.adapter % gpu_slots)
-    return [
-        simulate(f"{FLOOR} (LRU)", resident, plain_nodes(gpu_slots, adapters), LRU),
-        simulate(DEFAULT_NAME, workload, loraplex_nodes(gpu_slots, host_slots), DEFAULT),
-        simulate(f"{LRU_NAME} (plain)", workload, plain_nodes(gpu_slots, adapters), LRU),
-    ]
+    return {
+        FLOOR: simulate(f"{FLOOR} (LRU)", resident, plain_nodes(gpu_slots, adapters), LRU),
+        LORAPLEX: simulate(DEFAULT_NAME, workload, loraplex_nodes(gpu_slots, host_slots), DEFAULT),
+        PLAIN: simulate(f"{LRU_NAME} (plain)", workload, plain_nodes(gpu_slots, adapters), LRU),
+    }
 
 
-def predicted_targets(rows: list[dict[str, Any]]) -> list[str]:
-    """The TTFT targets judged on the simulator's rows (`predicted`'s order)."""
-    floor, ours, plain = (1000 * r["ttft_p50_s"] for r in rows)
-    ours_p99, plain_p99 = 1000 * rows[1]["ttft_p99_s"], 1000 * rows[2]["ttft_p99_s"]
+def predicted_targets(rows: dict[str, dict[str, Any]]) -> list[str]:
+    """The TTFT targets judged on the simulator's rows (`predicted`'s, by way)."""
+    floor, ours, plain = (1000 * rows[way]["ttft_p50_s"] for way in (FLOOR, LORAPLEX, PLAIN))
+    ours_p99, plain_p99 = (1000 * rows[way]["ttft_p99_s"] for way in (LORAPLEX, PLAIN))
     said = {True: "PASS", False: "FAIL"}
     return [
         f"simulator: {said[ours <= P50_OVER_FLOOR * floor]} Loraplex TTFT p50 <= "

@@ -9,7 +9,8 @@ from collections import Counter, OrderedDict
 import numpy as np
 import pytest
 
-from loraplex.bench.adapters_replay import windows
+from loraplex.bench import adapters_replay
+from loraplex.bench.adapters_replay import Way, windows
 from loraplex.bench.adapters_trace import (
     LoadShape,
     is_scan,
@@ -19,7 +20,13 @@ from loraplex.bench.adapters_trace import (
     resident_trace,
     tier_bounds,
 )
-from loraplex.bench.adapters_verdict import loraplex_nodes
+from loraplex.bench.adapters_verdict import (
+    FLOOR,
+    LORAPLEX,
+    PLAIN,
+    loraplex_nodes,
+    predicted_targets,
+)
 
 SHAPE = LoadShape(slots=8, working_set=4, scan_adapters=16, rate_per_s=20.0, seconds=60.0)
 
@@ -122,3 +129,36 @@ def test_windows_keep_every_request_once_in_order_each_retimed_from_zero() -> No
     assert [r.at_s + k * length for k, w in enumerate(cut) for r in w] == [
         pytest.approx(r.at_s) for r in trace
     ]
+
+
+async def test_the_ways_take_turns_each_window_the_order_rotating(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Whichever way goes first in one window goes last in the next, so no way always runs
+    right after another's load; each way gets its own answers back, in trace order."""
+    _, trace = make_trace(SHAPE)
+    runs: list[tuple[str, int]] = []
+
+    async def replay(url: str, window: list, send_for: object) -> tuple[list, float]:
+        runs.append((url, len(runs) // 3))
+        return [(url, r.adapter) for r in window], 1.0
+
+    monkeypatch.setattr(adapters_replay, "replay", replay)
+    ways = [Way(name, name, trace, lambda r: None) for name in ("a", "b", "c")]  # type: ignore[arg-type]
+    results = await adapters_replay.interleaved(ways, 3, SHAPE.seconds)
+    assert runs == [
+        ("a", 0), ("b", 0), ("c", 0), ("b", 1), ("c", 1), ("a", 1), ("c", 2), ("a", 2), ("b", 2)
+    ]  # fmt: skip
+    for name, (answers, wall) in zip("abc", results, strict=True):
+        assert answers == [(name, r.adapter) for r in trace] and wall == 3.0
+
+
+def test_the_simulators_verdicts_read_each_way_by_name() -> None:
+    rows = {
+        PLAIN: {"ttft_p50_s": 0.034, "ttft_p99_s": 0.9},
+        LORAPLEX: {"ttft_p50_s": 0.030, "ttft_p99_s": 0.2},
+        FLOOR: {"ttft_p50_s": 0.021, "ttft_p99_s": 0.1},
+    }
+    p50, p99 = predicted_targets(rows)
+    assert p50.startswith("simulator: PASS") and "30 vs 21 ms (plain 34 ms)" in p50
+    assert p99.startswith("simulator: PASS") and "900 vs 200 ms" in p99
