@@ -46,9 +46,15 @@ def engine_api_key(layout: Layout, configured: str) -> str:
         return configured
     path = layout.engine_api_key
     if path.exists():
-        return path.read_text().strip()
+        stored = path.read_text().strip()
+        if not stored.startswith("-"):
+            return stored
+        # Made before keys were hex: SGLang's argparse took `--api-key -…` for a missing
+        # value, so no engine ever started with it, and nothing answers to it.
+        path.unlink()
     path.parent.mkdir(parents=True, exist_ok=True)
-    key = secrets.token_urlsafe(32)
+    # Hex, never starting with "-": one in 64 URL-safe keys did, and SGLang refused to start.
+    key = secrets.token_hex(32)
     with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as out:
         out.write(key)
     return key
