@@ -187,10 +187,3 @@ class _HttpxReply:
 
     async def close(self) -> None:
         await self._response.aclose()
-
-
-async def blocks(reply: Reply) -> AsyncIterator[bytes]:
-    """The body as it arrives; a broken connection raises `StreamClosed`."""
-    with closed_on(reply.errors):
-        while block := await reply.read_block():
-            yield block

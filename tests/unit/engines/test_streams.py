@@ -8,7 +8,15 @@ from collections.abc import AsyncIterator
 import pytest
 from aiohttp import web
 
-from loraplex.serving.engines.streams import AiohttpStreams, StreamClosed, blocks
+from loraplex.serving.engines.streams import AiohttpStreams, Reply, StreamClosed, closed_on
+
+
+async def blocks(reply: Reply) -> AsyncIterator[bytes]:
+    """The body as the relay reads it, block by block; a broken connection raises
+    `StreamClosed`, as `_read_stream` sees it."""
+    with closed_on(reply.errors):
+        while block := await reply.read_block():
+            yield block
 
 
 @pytest.fixture
