@@ -125,5 +125,6 @@ def sglang_args(
     if recipe.compact_json:
         args.append("--constrained-json-disable-any-whitespace")
     if api_key:  # 0.5.23 leaves /health* and /metrics open (docs/engines.md §2.5)
-        args += ["--api-key", api_key]
+        # one token: argparse would take a key starting with '-' for an option of its own
+        args.append(f"--api-key={api_key}")
     return args

@@ -3,6 +3,8 @@ as a bearer token on every call, probes and adapter loads included (docs/engines
 
 from __future__ import annotations
 
+import argparse
+
 import json
 import subprocess
 import sys
@@ -74,8 +76,8 @@ def test_the_registrys_drivers_carry_the_configured_key() -> None:
 
 def test_sglang_is_started_with_the_key() -> None:
     command = server_command(EngineConfig(kind="sglang", api_key=KEY))
-    assert command[command.index("--api-key") + 1] == KEY
-    assert "--api-key" not in server_command(EngineConfig(kind="sglang"))
+    assert f"--api-key={KEY}" in command
+    assert not any(a.startswith("--api-key") for a in server_command(EngineConfig(kind="sglang")))
 
 
 def test_vllm_reads_the_key_from_its_environment_not_its_command_line() -> None:
@@ -109,3 +111,13 @@ def test_an_engine_running_with_another_key_is_not_reused(tmp_path: Path) -> Non
     finally:
         fake.kill()
         fake.wait()
+
+
+def test_a_key_starting_with_a_dash_reaches_the_engine_as_the_key() -> None:
+    """argparse takes `--api-key -x` for a missing value and SGLang refuses to start; the key
+    travels in the flag's own token instead, as SGLang's parser reads it."""
+    command = server_command(EngineConfig(kind="sglang", api_key="-k3y"))
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--api-key")
+    known, _ = parser.parse_known_args(command[3:])
+    assert known.api_key == "-k3y"
