@@ -2,7 +2,7 @@
 
 The same open-loop trace (bench/adapters_trace.py: the simulator's Zipf workload with a hot
 set that moves mid-run, a scanner's one-off adapters, short and long prompts) is served
-three ways on four SGLang engines that are all up at once (an idle SGLang scheduler
+four ways on four SGLang engines that are all up at once (an idle SGLang scheduler
 sleeps) but never loaded at once: the trace is cut into `--windows` windows and the ways
 take turns, window by window, in an order that rotates (adapters_replay.interleaved). On
 this shared 2-core host a busy minute then falls on every way alike instead of deciding
@@ -14,7 +14,11 @@ the verdict; run one after another, two default runs once gave opposite verdicts
    loaded up front into host memory, SGLang's own LRU, behind a round-robin proxy;
 3. **Loraplex**: the gateway, two SGLang engines of rank classes 16 and 64, adapters
    uploaded through the API into an S3 server (moto), placement and eviction as shipped
-   (admission's shedding off: this measures adapter caching, not load shedding).
+   (admission's shedding off: this measures adapter caching, not load shedding);
+4. **all resident, gateway**: the floor's trace through the gateway onto the Loraplex way's
+   engines, its adapters loaded before each of its windows. The floor through the proxy
+   pays nothing for the gateway's own path; against this one, Loraplex's row adds only
+   placement's cost.
 
 Capacity is a burst: `PROBE_REQUESTS` requests of the trace's mix, all sent at once to the
 all-resident engines; completed requests over the seconds the burst took. The trace's rate
@@ -31,7 +35,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import secrets
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -39,6 +42,7 @@ from typing import Any
 import click
 import numpy as np
 
+from loraplex.bench.adapters_gateway import CHAT, BenchGateway, start_gateway
 from loraplex.bench.adapters_replay import Answer, Way, chat_body, interleaved, replay
 from loraplex.bench.adapters_report import WayStats, table, way_stats
 from loraplex.bench.adapters_setup import (
@@ -50,7 +54,6 @@ from loraplex.bench.adapters_setup import (
     peft_answers,
     register_everywhere,
     sampled,
-    upload_adapters,
 )
 from loraplex.bench.adapters_trace import (
     BenchRequest,
@@ -62,6 +65,7 @@ from loraplex.bench.adapters_trace import (
 )
 from loraplex.bench.adapters_verdict import (
     FLOOR,
+    FLOOR_GATEWAY,
     LORAPLEX,
     PLAIN,
     loraplex_nodes,
@@ -70,22 +74,16 @@ from loraplex.bench.adapters_verdict import (
     predicted_targets,
     targets,
 )
-from loraplex.bench.api import operator_key
-from loraplex.bench.gateway import _setup
-from loraplex.bench.overload import UNLIMITED
 from loraplex.bench.round_robin import round_robin_proxy
-from loraplex.bench.server import api_process, without_shedding
-from loraplex.bench.tenants import new_tenant
-from loraplex.bench.upload import moto_server, s3_env
 from loraplex.serving.engines.launcher import EngineConfig, ensure_model
 from loraplex.serving.policy import NodeSpec
 from loraplex.serving.simulator.workload import Workload
 from loraplex.settings import Settings
 
 PROBE_REQUESTS = 24
-# The engines' ports: apart from the shared dev and test engines' (8100-8121).
-PORTS = {"a": 8141, "b": 8142, "r16": 8143, "r64": 8144}
-CHAT = "/v1/chat/completions"
+# The plain way's engines' ports: apart from the shared dev and test engines' (8100-8121)
+# and the Loraplex way's (adapters_gateway.PORTS).
+PORTS = {"a": 8141, "b": 8142}
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,7 +162,7 @@ def bench_adapters(
     asked = {
         (a.adapter, a.question)
         for ways in served
-        for way in ways
+        for way in ways.values()
         for a in sampled(way.answers, check_per_adapter)
     }
     peft = peft_answers(model_dir, folders, asked, max_tokens, workdir / "peft.json")
@@ -175,15 +173,13 @@ def bench_adapters(
         "windows": windows,
         "tables": [],
     }
+    plain = plain_nodes(gpu_slots, adapters)
+    nodes = {FLOOR: plain, PLAIN: plain, FLOOR_GATEWAY: loraplex_nodes(gpu_slots, host_slots)}
+    nodes[LORAPLEX] = nodes[FLOOR_GATEWAY]
     for run, ways_served in zip(runs, served, strict=True):
-        nodes = [
-            plain_nodes(gpu_slots, adapters),
-            plain_nodes(gpu_slots, adapters),
-            loraplex_nodes(gpu_slots, host_slots),
-        ]
         ways = [
-            _stats(name, way, run, peft, check_per_adapter, n)
-            for name, way, n in zip((FLOOR, PLAIN, LORAPLEX), ways_served, nodes, strict=True)
+            _stats(name, way, run, peft, check_per_adapter, nodes[name])
+            for name, way in ways_served.items()
         ]
         record["tables"].append(
             _print_table(run, calibration, ways, gpu_slots, host_slots, windows)
@@ -207,11 +203,11 @@ def _serve_all(
     load: float,
     window_count: int,
     root: Path,
-) -> tuple[Calibration, list[Run], list[list[Served]]]:
-    """Every engine up at once (idle SGLang schedulers sleep), then each table's three ways
+) -> tuple[Calibration, list[Run], list[dict[str, Served]]]:
+    """Every engine up at once (idle SGLang schedulers sleep), then each table's four ways
     replayed window by window in turn (`interleaved`): a minute of a busy host falls on all
-    three ways, not on whichever ran then. Returns the calibration, the runs and, per run,
-    the floor's, the plain way's and Loraplex's answers."""
+    the ways, not on whichever ran then. Returns the calibration, the runs and, per run,
+    each way's answers by its name."""
     gpu_slots, host_slots = slots
     with contextlib.ExitStack() as stack:
         plain_specs = [
@@ -227,26 +223,57 @@ def _serve_all(
             body = chat_body(f"{served_model}:a{request.adapter}", request, shapes[0].max_tokens)
             return {}, {**body, "lora_path": f"a{request.adapter}"}
 
-        gateway = _gateway(stack, settings, gpu_slots, host_slots, root)
+        gateway = start_gateway(stack, settings, gpu_slots, host_slots, root)
         calibration = _calibrate(proxy, plain_send, shapes[0], gpu_slots, gateway)
         runs = [_run(replace(s, rate_per_s=load * calibration.capacity_rps)) for s in shapes]
         served = []
         for k, run in enumerate(runs):
-            ours = gateway.prepare(k, run, served_model, folders)
             ways = [
                 Way(FLOOR, proxy, resident_trace(run.trace, gpu_slots), plain_send),
                 Way(PLAIN, proxy, run.trace, plain_send),
-                Way(LORAPLEX, gateway.url + CHAT, run.trace, ours),
+                _floor_through(gateway, k, run, served_model, folders, gpu_slots),
+                _loraplex(gateway, k, run, served_model, folders),
             ]
-            before = gateway_loads(gateway.url)
-            replayed = asyncio.run(interleaved(ways, window_count, run.shape.seconds))
-            loads = loads_between(before, gateway_loads(gateway.url))
+            replayed = asyncio.run(
+                interleaved(
+                    ways, window_count, run.shape.seconds, lambda: gateway_loads(gateway.url)
+                )
+            )
             up_front = {"host": 2 * len(folders)}  # every adapter into both engines, up front
-            served.append([
-                Served(answers, wall, loads if way.name == LORAPLEX else up_front)
-                for way, (answers, wall) in zip(ways, replayed, strict=True)
-            ])  # fmt: skip
+            served.append({
+                way.name: Served(
+                    done.answers,
+                    done.wall_s,
+                    loads_between({}, done.grew) if way.url.startswith(gateway.url) else up_front,
+                )
+                for way, done in zip(ways, replayed, strict=True)
+            })  # fmt: skip
     return calibration, runs, served
+
+
+def _loraplex(gateway: BenchGateway, k: int, run: Run, base: str, folders: list[Path]) -> Way:
+    """The Loraplex way: run `k`'s adapters uploaded under fresh names, placement as shipped."""
+    prefix = f"t{k}-a"
+    gateway.upload(prefix, run.shape.adapters, run.workload, base, folders)
+    send = gateway.sender(prefix, run.workload, run.shape.max_tokens)
+    return Way(LORAPLEX, gateway.url + CHAT, run.trace, send)
+
+
+def _floor_through(
+    gateway: BenchGateway, k: int, run: Run, base: str, folders: list[Path], resident: int
+) -> Way:
+    """The floor's trace through the gateway, on the Loraplex way's engines: its `resident`
+    adapters (as many as an engine has GPU slots, spread over the two) are each asked once
+    before every one of its windows, so none waits for a load while the clock runs. Against
+    this floor, what the Loraplex row adds is placement's own cost, not the gateway's."""
+    prefix = f"t{k}-f"
+    gateway.upload(prefix, resident, run.workload, base, folders)
+    send = gateway.sender(prefix, run.workload, run.shape.max_tokens)
+    trace = resident_trace(run.trace, resident)
+    firsts: dict[int, BenchRequest] = {}
+    for request in sorted(trace, key=lambda r: r.long):  # a short one where there is one
+        firsts.setdefault(request.adapter, request)
+    return Way(FLOOR_GATEWAY, gateway.url + CHAT, trace, send, tuple(firsts.values()))
 
 
 @dataclass(frozen=True, slots=True)
@@ -258,7 +285,7 @@ class Calibration:
 
 
 def _calibrate(
-    proxy: str, send: Any, shape: LoadShape, gpu_slots: int, gateway: _Gateway
+    proxy: str, send: Any, shape: LoadShape, gpu_slots: int, gateway: BenchGateway
 ) -> Calibration:
     """Warm both paths up, then measure the floor unloaded and at a burst."""
     probe = make_trace(replace(shape, rate_per_s=PROBE_REQUESTS / shape.seconds))[1]
@@ -282,65 +309,6 @@ def _calibrate(
 def _run(shape: LoadShape) -> Run:
     workload, trace = make_trace(shape)
     return Run(shape, workload, trace)
-
-
-@dataclass
-class _Gateway:
-    """The Loraplex way: the API process, its engines and the bench's two tenants."""
-
-    url: str
-    operator: str
-    tenants: dict[bool, tuple[str, str]]  # is the scanner -> (tenant id, key)
-    served_model: str
-
-    def warm_up(self) -> None:
-        """One request to the base model through the gateway (its first-use costs)."""
-        key = self.tenants[False][1]
-        request = BenchRequest(0.0, 0, "Hello?", "Hello?", False)
-        body = chat_body(self.served_model, request, 4)
-        asyncio.run(replay(self.url + CHAT, [request], lambda _: (_auth(key), body)))
-
-    def prepare(self, k: int, run: Run, base: str, folders: list[Path]) -> Any:
-        """Upload run `k`'s adapters under fresh names; the way's request sender."""
-        names = [f"t{k}-a{i}" for i in range(run.shape.adapters)]
-        owners = [self.tenants[is_scan(run.workload, i)][0] for i in range(run.shape.adapters)]
-        upload_adapters(self.url, self.operator, base, owners, names, folders[: len(names)])
-
-        def send(r: BenchRequest) -> tuple[dict[str, str], dict[str, Any]]:
-            key = self.tenants[is_scan(run.workload, r.adapter)][1]
-            return _auth(key), chat_body(f"t{k}-a{r.adapter}", r, run.shape.max_tokens)
-
-        return send
-
-
-def _auth(key: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {key}"}
-
-
-def _gateway(
-    stack: contextlib.ExitStack, settings: Settings, gpu_slots: int, host_slots: int, root: Path
-) -> _Gateway:
-    """The gateway on rank classes 16 and 64, adapters from S3 (moto), shedding off."""
-    operator = operator_key(settings)
-    specs = [
-        EngineSlots("loraplex-r16", PORTS["r16"], 16, gpu_slots, host_slots),
-        EngineSlots("loraplex-r64", PORTS["r64"], 64, gpu_slots, host_slots),
-    ]
-    endpoint = stack.enter_context(moto_server())
-    env = {
-        **without_shedding(settings).to_env(),
-        **s3_env(endpoint, f"bench-{secrets.token_hex(3)}"),
-        "LORAPLEX_DATA_DIR": str(root / "api"),
-    }
-    url, _ = stack.enter_context(api_process(env))
-    started = stack.enter_context(engines(specs, root))
-    for config, info in started:
-        _setup(url, operator, config, info.served_model)
-    tenants = {
-        False: new_tenant(url, operator, plan="enterprise", **UNLIMITED),
-        True: new_tenant(url, operator, plan="enterprise", **UNLIMITED),  # the scanner
-    }
-    return _Gateway(url, operator, tenants, started[0][1].served_model)
 
 
 def _stats(

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import aiohttp
@@ -118,6 +118,22 @@ class Way:
     url: str  # the chat completions URL
     trace: list[BenchRequest]  # the way's requests (the floor's name fewer adapters)
     send_for: SendFor
+    # sent all at once before each of the way's windows, off the clock and not recorded:
+    # for a floor behind the gateway, one request per adapter loads them all first
+    warm: tuple[BenchRequest, ...] = ()
+
+
+# Counters read before and after each window (the gateway's loads, by tier).
+Counters = Callable[[], dict[str, float]]
+
+
+@dataclass(slots=True)
+class Replayed:
+    """One way's windows put together."""
+
+    answers: list[Answer] = field(default_factory=list)  # in trace order
+    wall_s: float = 0.0  # the seconds its windows took
+    grew: dict[str, float] = field(default_factory=dict)  # counters, over its windows only
 
 
 def windows(requests: list[BenchRequest], count: int, seconds: float) -> list[list[BenchRequest]]:
@@ -132,19 +148,26 @@ def windows(requests: list[BenchRequest], count: int, seconds: float) -> list[li
 
 
 async def interleaved(
-    ways: list[Way], count: int, seconds: float
-) -> list[tuple[list[Answer], float]]:
+    ways: list[Way], count: int, seconds: float, counters: Counters | None = None
+) -> list[Replayed]:
     """Replay every way's trace window by window, the ways taking turns (the order rotates
     each window), so whatever else the host does at any minute falls on every way alike.
     Each window runs open loop and ends when its last request has; the next starts then.
-    Returns each way's answers in trace order and the wall seconds its windows took."""
+    `counters`, when given, is read around each window (after the way's warm-up), so each
+    way is charged only what grew while its own requests ran."""
     cut = [windows(way.trace, count, seconds) for way in ways]
-    answers: list[list[Answer]] = [[] for _ in ways]
-    walls = [0.0 for _ in ways]
+    done = [Replayed() for _ in ways]
     for k in range(count):
         for turn in range(len(ways)):
             i = (k + turn) % len(ways)
-            got, wall = await replay(ways[i].url, cut[i][k], ways[i].send_for)
-            answers[i].extend(got)
-            walls[i] += wall
-    return list(zip(answers, walls, strict=True))
+            way = ways[i]
+            if way.warm:
+                await replay(way.url, [replace(r, at_s=0.0) for r in way.warm], way.send_for)
+            before = await asyncio.to_thread(counters) if counters else {}
+            got, wall = await replay(way.url, cut[i][k], way.send_for)
+            after = await asyncio.to_thread(counters) if counters else {}
+            done[i].answers.extend(got)
+            done[i].wall_s += wall
+            for name, value in after.items():
+                done[i].grew[name] = done[i].grew.get(name, 0.0) + value - before.get(name, 0.0)
+    return done

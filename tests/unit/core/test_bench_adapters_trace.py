@@ -5,6 +5,7 @@ adapters nobody else does, prompts are short or long; its bound is one no cache 
 from __future__ import annotations
 
 from collections import Counter, OrderedDict
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -149,8 +150,33 @@ async def test_the_ways_take_turns_each_window_the_order_rotating(
     assert runs == [
         ("a", 0), ("b", 0), ("c", 0), ("b", 1), ("c", 1), ("a", 1), ("c", 2), ("a", 2), ("b", 2)
     ]  # fmt: skip
-    for name, (answers, wall) in zip("abc", results, strict=True):
-        assert answers == [(name, r.adapter) for r in trace] and wall == 3.0
+    for name, done in zip("abc", results, strict=True):
+        assert done.answers == [(name, r.adapter) for r in trace] and done.wall_s == 3.0
+
+
+async def test_a_ways_warm_up_runs_before_each_of_its_windows_and_is_not_charged_to_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The floor behind the gateway loads its adapters before each window: those requests
+    are neither among its answers nor in the loads it is charged; the loads each way's own
+    requests make are charged to that way alone."""
+    _, trace = make_trace(SHAPE)
+    warm = replace(trace[0], question="warm-up")
+    loads = {"loaded": 0.0}
+    calls: list[str] = []
+
+    async def replay(url: str, window: list, send_for: object) -> tuple[list, float]:
+        calls.append("warm" if window[0].question == "warm-up" else url)
+        loads["loaded"] += {"warm": 100, "floor": 1, "ours": 10}[calls[-1]]
+        return [(url, r.adapter) for r in window], 1.0
+
+    monkeypatch.setattr(adapters_replay, "replay", replay)
+    floor = Way("floor", "floor", trace, lambda r: None, (warm,))  # type: ignore[arg-type]
+    ours = Way("ours", "ours", trace, lambda r: None)  # type: ignore[arg-type]
+    done = await adapters_replay.interleaved([floor, ours], 2, SHAPE.seconds, lambda: dict(loads))
+    assert calls == ["warm", "floor", "ours", "ours", "warm", "floor"]
+    assert done[0].answers == [("floor", r.adapter) for r in trace]
+    assert done[0].grew == {"loaded": 2.0} and done[1].grew == {"loaded": 20.0}
 
 
 def test_the_simulators_verdicts_read_each_way_by_name() -> None:

@@ -1,0 +1,97 @@
+"""The gateway `loraplex bench adapters` serves two of its ways through: the API process on
+engines of rank classes 16 and 64, adapters uploaded through the API into an S3 server (moto),
+admission's shedding off, and the bench's two tenants (the scanner is the second)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from loraplex.bench.adapters_replay import SendFor, chat_body, replay
+from loraplex.bench.adapters_setup import EngineSlots, engines, upload_adapters
+from loraplex.bench.adapters_trace import BenchRequest, is_scan
+from loraplex.bench.api import operator_key
+from loraplex.bench.gateway import _setup
+from loraplex.bench.overload import UNLIMITED
+from loraplex.bench.server import api_process, without_shedding
+from loraplex.bench.tenants import new_tenant
+from loraplex.bench.upload import moto_server, s3_env
+from loraplex.serving.simulator.workload import Workload
+from loraplex.settings import Settings
+
+CHAT = "/v1/chat/completions"
+
+
+@dataclass
+class BenchGateway:
+    """The API process, its engines and the bench's two tenants."""
+
+    url: str
+    operator: str
+    tenants: dict[bool, tuple[str, str]]  # is the scanner -> (tenant id, key)
+    served_model: str
+
+    def warm_up(self) -> None:
+        """One request to the base model through the gateway (its first-use costs)."""
+        request = BenchRequest(0.0, 0, "Hello?", "Hello?", False)
+        body = chat_body(self.served_model, request, 4)
+        key = self.tenants[False][1]
+        asyncio.run(replay(self.url + CHAT, [request], lambda _: (_auth(key), body)))
+
+    def upload(
+        self, prefix: str, count: int, workload: Workload, base: str, folders: list[Path]
+    ) -> None:
+        """Adapters 0..count-1 under the names `{prefix}{i}`, each owned by the scanner when
+        the workload says it is one of the scan's."""
+        names = [f"{prefix}{i}" for i in range(count)]
+        owners = [self.tenants[is_scan(workload, i)][0] for i in range(count)]
+        upload_adapters(self.url, self.operator, base, owners, names, folders[:count])
+
+    def sender(self, prefix: str, workload: Workload, max_tokens: int) -> SendFor:
+        """How a request to adapter `i` is sent: to `{prefix}{i}`, as its owner tenant."""
+
+        def send(r: BenchRequest) -> tuple[dict[str, str], dict[str, Any]]:
+            key = self.tenants[is_scan(workload, r.adapter)][1]
+            return _auth(key), chat_body(f"{prefix}{r.adapter}", r, max_tokens)
+
+        return send
+
+
+def _auth(key: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"}
+
+
+# The Loraplex way's engines' ports: apart from the shared dev and test engines' (8100-8121)
+# and the plain way's.
+PORTS = {16: 8143, 64: 8144}
+
+
+def start_gateway(
+    stack: contextlib.ExitStack, settings: Settings, gpu_slots: int, host_slots: int, root: Path
+) -> BenchGateway:
+    """The gateway on rank classes 16 and 64, adapters from S3 (moto), shedding off; what it
+    started is stopped when `stack` closes."""
+    operator = operator_key(settings)
+    specs = [
+        EngineSlots(f"loraplex-r{rank}", port, rank, gpu_slots, host_slots)
+        for rank, port in PORTS.items()
+    ]
+    endpoint = stack.enter_context(moto_server())
+    env = {
+        **without_shedding(settings).to_env(),
+        **s3_env(endpoint, f"bench-{secrets.token_hex(3)}"),
+        "LORAPLEX_DATA_DIR": str(root / "api"),
+    }
+    url, _ = stack.enter_context(api_process(env))
+    started = stack.enter_context(engines(specs, root))
+    for config, info in started:
+        _setup(url, operator, config, info.served_model)
+    tenants = {
+        False: new_tenant(url, operator, plan="enterprise", **UNLIMITED),
+        True: new_tenant(url, operator, plan="enterprise", **UNLIMITED),  # the scanner
+    }
+    return BenchGateway(url, operator, tenants, started[0][1].served_model)
