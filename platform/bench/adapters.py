@@ -2,7 +2,7 @@
 
 The same open-loop trace (bench/adapters_trace.py: the simulator's Zipf workload with a hot
 set that moves mid-run, a scanner's one-off adapters, short and long prompts) is served
-four ways on four SGLang engines that are all up at once (an idle SGLang scheduler
+four ways on six SGLang engines that are all up at once (an idle SGLang scheduler
 sleeps) but never loaded at once: the trace is cut into `--windows` windows and the ways
 take turns, window by window, in an order that rotates (adapters_replay.interleaved). On
 this shared 2-core host a busy minute then falls on every way alike instead of deciding
@@ -15,10 +15,10 @@ the verdict; run one after another, two default runs once gave opposite verdicts
 3. **Loraplex**: the gateway, two SGLang engines of rank classes 16 and 64, adapters
    uploaded through the API into an S3 server (moto), placement and eviction as shipped
    (admission's shedding off: this measures adapter caching, not load shedding);
-4. **all resident, gateway**: the floor's trace through the gateway onto the Loraplex way's
-   engines, its adapters loaded before each of its windows. The floor through the proxy
-   pays nothing for the gateway's own path; against this one, Loraplex's row adds only
-   placement's cost.
+4. **all resident, gateway**: the floor's trace through the gateway onto two engines of
+   its own (bench/adapters_gateway.py), its adapters loaded before each of its windows.
+   The floor through the proxy pays nothing for the gateway's own path; against this
+   one, Loraplex's row adds only placement's cost.
 
 Capacity is a burst: `PROBE_REQUESTS` requests of the trace's mix, all sent at once to the
 all-resident engines; completed requests over the seconds the burst took. The trace's rate
@@ -231,7 +231,7 @@ def _serve_all(
             ways = [
                 Way(FLOOR, proxy, resident_trace(run.trace, gpu_slots), plain_send),
                 Way(PLAIN, proxy, run.trace, plain_send),
-                _floor_through(gateway, k, run, served_model, folders, gpu_slots),
+                _floor_through(gateway, k, run, folders, gpu_slots),
                 _loraplex(gateway, k, run, served_model, folders),
             ]
             replayed = asyncio.run(
@@ -260,14 +260,16 @@ def _loraplex(gateway: BenchGateway, k: int, run: Run, base: str, folders: list[
 
 
 def _floor_through(
-    gateway: BenchGateway, k: int, run: Run, base: str, folders: list[Path], resident: int
+    gateway: BenchGateway, k: int, run: Run, folders: list[Path], resident: int
 ) -> Way:
-    """The floor's trace through the gateway, on the Loraplex way's engines: its `resident`
-    adapters (as many as an engine has GPU slots, spread over the two) are each asked once
-    before every one of its windows, so none waits for a load while the clock runs. Against
-    this floor, what the Loraplex row adds is placement's own cost, not the gateway's."""
+    """The floor's trace through the gateway, on engines like the Loraplex way's but its
+    own: its `resident` adapters (as many as an engine has GPU slots, spread over the two)
+    are each asked once before its windows, so none waits for a load while the clock runs.
+    Against this floor, what the Loraplex row adds is placement's own cost, not the
+    gateway's."""
     prefix = f"t{k}-f"
-    gateway.upload(prefix, resident, run.workload, base, folders)
+    copies = gateway.floor_copies(folders[:resident])
+    gateway.upload(prefix, resident, run.workload, gateway.floor_model, copies)
     send = gateway.sender(prefix, run.workload, run.shape.max_tokens)
     trace = resident_trace(run.trace, resident)
     firsts: dict[int, BenchRequest] = {}

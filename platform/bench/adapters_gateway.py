@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import secrets
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,6 +22,7 @@ from loraplex.bench.overload import UNLIMITED
 from loraplex.bench.server import api_process, without_shedding
 from loraplex.bench.tenants import new_tenant
 from loraplex.bench.upload import moto_server, s3_env
+from loraplex.serving.engines.launcher import EngineConfig
 from loraplex.serving.simulator.workload import Workload
 from loraplex.settings import Settings
 
@@ -34,6 +37,26 @@ class BenchGateway:
     operator: str
     tenants: dict[bool, tuple[str, str]]  # is the scanner -> (tenant id, key)
     served_model: str
+    # The floor behind the gateway gets engines of its own (the same weights under another
+    # name, so another pool): on the Loraplex way's engines, its adapters took host slots
+    # from that way between windows, and the loads that cost were charged to Loraplex.
+    floor_model: str
+    workdir: Path
+
+    def floor_copies(self, folders: list[Path]) -> list[Path]:
+        """Copies of `folders` whose config names the floor's model as their base (an
+        upload naming another base model than its config is refused)."""
+        copies = []
+        for folder in folders:
+            copy = self.workdir / "floor-adapters" / folder.name
+            if not copy.exists():
+                shutil.copytree(folder, copy)
+                config_path = copy / "adapter_config.json"
+                config = json.loads(config_path.read_text())
+                config["base_model_name_or_path"] = self.floor_model
+                config_path.write_text(json.dumps(config, indent=2))
+            copies.append(copy)
+        return copies
 
     def warm_up(self) -> None:
         """One request to the base model through the gateway (its first-use costs)."""
@@ -65,9 +88,9 @@ def _auth(key: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {key}"}
 
 
-# The Loraplex way's engines' ports: apart from the shared dev and test engines' (8100-8121)
-# and the plain way's.
-PORTS = {16: 8143, 64: 8144}
+# The engines' ports, by base model and rank class: apart from the shared dev and test
+# engines' (8100-8121) and the plain way's.
+PORTS = {(False, 16): 8143, (False, 64): 8144, (True, 16): 8145, (True, 64): 8146}
 
 
 def start_gateway(
@@ -76,10 +99,14 @@ def start_gateway(
     """The gateway on rank classes 16 and 64, adapters from S3 (moto), shedding off; what it
     started is stopped when `stack` closes."""
     operator = operator_key(settings)
+    floor_dir = _renamed(EngineConfig().model_dir, root / "floor-model", "-floor")
     specs = [
-        EngineSlots(f"loraplex-r{rank}", port, rank, gpu_slots, host_slots)
-        for rank, port in PORTS.items()
-    ]
+        EngineSlots(
+            f"{'floor' if floor else 'loraplex'}-r{rank}", port, rank, gpu_slots, host_slots,
+            floor_dir if floor else None,
+        )
+        for (floor, rank), port in PORTS.items()
+    ]  # fmt: skip
     endpoint = stack.enter_context(moto_server())
     env = {
         **without_shedding(settings).to_env(),
@@ -94,4 +121,14 @@ def start_gateway(
         False: new_tenant(url, operator, plan="enterprise", **UNLIMITED),
         True: new_tenant(url, operator, plan="enterprise", **UNLIMITED),  # the scanner
     }
-    return BenchGateway(url, operator, tenants, started[0][1].served_model)
+    return BenchGateway(url, operator, tenants, started[0][1].served_model, floor_dir.name, root)
+
+
+def _renamed(model_dir: Path, parent: Path, suffix: str) -> Path:
+    """`model_dir` seen under another folder name (a link): an engine serves a model by its
+    folder's name, and the gateway keeps one pool of engines per served model."""
+    link = parent / f"{model_dir.name}{suffix}"
+    if not link.exists():
+        parent.mkdir(parents=True, exist_ok=True)
+        link.symlink_to(model_dir.resolve(), target_is_directory=True)
+    return link

@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import json
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -50,30 +51,43 @@ class EngineSlots:
     rank: int
     gpu_slots: int
     host_slots: int
+    model_dir: Path | None = None  # the dev model's when None
 
 
 @contextlib.contextmanager
 def engines(
     specs: list[EngineSlots], root: Path
 ) -> Iterator[list[tuple[EngineConfig, EngineInfo]]]:
-    """Start an SGLang engine per spec (state under `root`); stop them all afterwards."""
-    started: list[tuple[EngineConfig, EngineInfo]] = []
+    """Start an SGLang engine per spec (state under `root`); stop them all afterwards. The
+    first starts alone (it installs the engine's environment when missing), the others
+    side by side: an engine's start is mostly waiting on its own imports and warm-up."""
+    configs = [_config(spec, root) for spec in specs]
     try:
-        for spec in specs:
-            config = replace(
-                EngineConfig(kind=SGLANG),
-                port=spec.port,
-                state_dir=root / f"engine-{spec.name}",
-                max_lora_rank=spec.rank,
-                max_loras=spec.gpu_slots,
-                max_cpu_loras=spec.host_slots,
-            )
-            say = lambda line, n=spec.name: click.echo(f"[{n}] {line}", err=True)  # noqa: E731
-            started.append((config, start_engine(config, say=say)))
+        started = [_start(configs[0], specs[0])] if specs else []
+        with ThreadPoolExecutor(max_workers=max(1, len(specs) - 1)) as pool:
+            later = [pool.submit(_start, c, s) for c, s in zip(configs[1:], specs[1:], strict=True)]
+            started += [f.result() for f in later]  # the first failure raises, after all ended
         yield started
     finally:
-        for config, _ in started:
+        for config in configs:  # stopping one that never started does nothing
             stop_engine(config)
+
+
+def _config(spec: EngineSlots, root: Path) -> EngineConfig:
+    return replace(
+        EngineConfig(kind=SGLANG),
+        model_dir=spec.model_dir or EngineConfig().model_dir,
+        port=spec.port,
+        state_dir=root / f"engine-{spec.name}",
+        max_lora_rank=spec.rank,
+        max_loras=spec.gpu_slots,
+        max_cpu_loras=spec.host_slots,
+    )
+
+
+def _start(config: EngineConfig, spec: EngineSlots) -> tuple[EngineConfig, EngineInfo]:
+    say = lambda line: click.echo(f"[{spec.name}] {line}", err=True)  # noqa: E731
+    return config, start_engine(config, say=say)
 
 
 def register_everywhere(urls: list[str], names: list[str], folders: list[Path]) -> None:

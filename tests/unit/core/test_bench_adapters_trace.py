@@ -24,6 +24,7 @@ from loraplex.bench.adapters_trace import (
 from loraplex.bench.adapters_verdict import (
     FLOOR,
     LORAPLEX,
+    ORACLE,
     PLAIN,
     loraplex_nodes,
     predicted_targets,
@@ -188,3 +189,7 @@ def test_the_simulators_verdicts_read_each_way_by_name() -> None:
     p50, p99 = predicted_targets(rows)
     assert p50.startswith("simulator: PASS") and "30 vs 21 ms (plain 34 ms)" in p50
     assert p99.startswith("simulator: PASS") and "900 vs 200 ms" in p99
+    rows[ORACLE] = {"ttft_p50_s": 0.042}
+    assert "out of reach of any eviction" in predicted_targets(rows)[2]
+    rows[ORACLE] = {"ttft_p50_s": 0.025}
+    assert "within reach of eviction" in predicted_targets(rows)[2]
