@@ -13,6 +13,12 @@ from tests.support.engine import RunningEngine
 
 GAUGES = {"sglang": SGLANG_GAUGES, "vllm": VLLM_GAUGES}
 PROMPT_TOKENS = {"sglang": "sglang:prompt_tokens_total", "vllm": "vllm:prompt_tokens_total"}
+# vLLM refreshes its running/waiting gauges only when its engine core steps, so after an
+# abort that empties it they may keep the old count until the next request (vllm #29928).
+# Its generated-token counter moves on every step that runs a request: when it has stood
+# still this long (dozens of steps at this host's pace) nothing is running.
+VLLM_GENERATED = "vllm:generation_tokens_total"
+QUIET_S = 0.5
 
 
 def _sample(engine: RunningEngine, name: str) -> float:
@@ -54,11 +60,30 @@ def wait_until_busy(engines: Iterable[RunningEngine], timeout_s: float) -> bool:
 
 
 def wait_until_idle(engines: Iterable[RunningEngine], timeout_s: float) -> float | None:
-    """Seconds until the engines run nothing, or None if they still do after `timeout_s`."""
+    """Seconds until the engines run nothing, or None if they still do after `timeout_s`.
+
+    A vLLM engine whose gauges still count requests is idle too once its generated tokens
+    have stood still for QUIET_S (its gauges can be stale after an abort, see above).
+    """
     engines = tuple(engines)
     started = time.monotonic()
+    generated: dict[str, tuple[float, float]] = {}  # url -> (tokens, when they last moved)
     while time.monotonic() - started < timeout_s:
-        if engine_running(engines) == 0:
-            return time.monotonic() - started
+        now = time.monotonic()
+        if all(_idle(engine, generated, now) for engine in engines):
+            return now - started
         time.sleep(0.05)
     return None
+
+
+def _idle(engine: RunningEngine, generated: dict[str, tuple[float, float]], now: float) -> bool:
+    if _busy(engine) == 0:
+        return True
+    if engine.kind != "vllm":
+        return False
+    tokens = _sample(engine, VLLM_GENERATED)
+    seen, moved_at = generated.get(engine.url, (None, now))
+    if tokens != seen:
+        generated[engine.url] = (tokens, now)
+        return False
+    return now - moved_at >= QUIET_S
