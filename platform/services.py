@@ -67,6 +67,7 @@ from loraplex.serving.live import (
     LivePlacement,
     LocalOps,
     OpsRouter,
+    UploadWatcher,
 )
 from loraplex.serving.probes import ProbeConfig, Prober, ProbeStore
 from loraplex.serving.registry import EngineRegistry
@@ -140,6 +141,7 @@ def live_placement(
         DbFacts(sessions, tenant_limits.get),
         config,
         hints=AliasWatcher(sessions),
+        uploads=UploadWatcher(sessions),
     )
 
 

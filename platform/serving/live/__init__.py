@@ -2,7 +2,7 @@
 
 from loraplex.serving.live.errors import ColdLoadLimited, PlacementDeferred
 from loraplex.serving.live.facts import DbFacts, FactsSource, VersionFacts, plan_from_limits
-from loraplex.serving.live.hints import AliasWatcher
+from loraplex.serving.live.hints import AliasWatcher, UploadWatcher
 from loraplex.serving.live.ops import AgentOps, LocalOps, NodeOps, OpsRouter
 from loraplex.serving.live.placement import LiveConfig, LivePlacement, Seat
 
@@ -19,6 +19,7 @@ __all__ = [
     "OpsRouter",
     "PlacementDeferred",
     "Seat",
+    "UploadWatcher",
     "VersionFacts",
     "plan_from_limits",
 ]

@@ -1,4 +1,5 @@
-"""Alias moves, read from the database, as placement hints for prefetching.
+"""Alias moves and new versions, read from the database, as placement hints for loading
+ahead: a moved alias prefetches its new version, a version that became ready is warmed.
 
 Every API replica polls `adapter_aliases` for rows changed since its last look, so a
 promote or canary made through any replica prefetches on the engines this replica routes
@@ -8,13 +9,13 @@ to, with no message bus. The first look only learns the current state.
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import UUID
 
 from sqlalchemy import select
 
-from loraplex.db.models import AdapterAlias
+from loraplex.db.models import Adapter, AdapterAlias, AdapterVersion, BaseModel, VersionStatus
 
 SessionFactory = Callable[[], Any]
 OVERLAP = timedelta(seconds=5)  # rows committed late with an earlier updated_at
@@ -65,3 +66,42 @@ class AliasWatcher:
         """Versions aliases moved to (or were created at) since the last call."""
         promoted, self._promoted = self._promoted, []
         return promoted
+
+
+class UploadWatcher:
+    """Turns versions that became ready (uploads, fine-tunes, imports) into warm hints.
+
+    Like `AliasWatcher`, it polls: rows of `adapter_versions` now ready and changed since
+    its last look. The first look only learns where to start, so a restarted replica does
+    not warm every version there is.
+    """
+
+    def __init__(self, session_factory: SessionFactory) -> None:
+        self._session_factory = session_factory
+        self._since: datetime | None = None
+        self._seen: dict[UUID, datetime] = {}  # warmed within the overlap window
+
+    async def ready(self) -> list[tuple[str, UUID]]:
+        """(base model name, version) for every version that became ready since last call."""
+        query = (
+            select(AdapterVersion.id, AdapterVersion.updated_at, BaseModel.name)
+            .join(Adapter, Adapter.id == AdapterVersion.adapter_id)
+            .join(BaseModel, BaseModel.id == Adapter.base_model_id)
+            .where(AdapterVersion.status == VersionStatus.READY)
+        )
+        if self._since is None:
+            query = query.order_by(AdapterVersion.updated_at.desc()).limit(1)
+        else:
+            query = query.where(AdapterVersion.updated_at >= self._since - OVERLAP)
+        async with self._session_factory() as session:
+            rows = (await session.execute(query)).all()
+        first = self._since is None
+        latest = [updated for _, updated, _ in rows]
+        if first and not latest:  # nothing ready yet: start from now
+            latest = [datetime.now(UTC)]
+        self._since = max([*latest, *([self._since] if self._since else [])])
+        fresh = [] if first else [(base, vid) for vid, _, base in rows if vid not in self._seen]
+        self._seen.update((vid, updated) for vid, updated, _ in rows)
+        horizon = self._since - 2 * OVERLAP
+        self._seen = {vid: at for vid, at in self._seen.items() if at >= horizon}
+        return fresh

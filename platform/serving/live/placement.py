@@ -12,9 +12,12 @@ rotation (a draining engine first hands its pinned and hot adapters to the other
 `evacuate`; while its rank class is empty, larger classes serve its adapters), and what each
 engine reports loaded (`reconcile`: an engine restart, SGLang's own LRU evictions and its
 silent re-loads). Alias moves seen by the `AliasWatcher` prefetch the
-new version where the old one is loaded (`promote`). Every few seconds the loop also reads
-which versions pinned aliases point at and pins them, unpinning what no alias holds any
-more (`sync_pins`, pins.py), so a pin follows its alias and every replica pins the same.
+new version where the old one is loaded (`promote`); versions the `UploadWatcher` sees
+become ready are fetched onto an engine of their rank class, into its memory where a slot
+is free (`warm`), so their first request does not wait for a download. Every few seconds
+the loop also reads which versions pinned aliases point at and pins them, unpinning what
+no alias holds any more (`sync_pins`, pins.py), so a pin follows its alias and every
+replica pins the same.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from loraplex.serving.engines import EngineDied, EngineUnavailable
 from loraplex.serving.live.adapter_figures import AdapterFigures
 from loraplex.serving.live.errors import ColdLoadLimited, PlacementDeferred
 from loraplex.serving.live.facts import FactsSource, VersionFacts
-from loraplex.serving.live.hints import AliasWatcher
+from loraplex.serving.live.hints import AliasWatcher, UploadWatcher
 from loraplex.serving.live.load_times import LoadTime
 from loraplex.serving.live.ops import OpsRouter
 from loraplex.serving.live.pins import PinChanges, Pins
@@ -110,6 +113,7 @@ class LivePlacement:
         facts: FactsSource,
         config: LiveConfig | None = None,
         hints: AliasWatcher | None = None,
+        uploads: UploadWatcher | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.registry, self.ops, self.facts = registry, ops, facts
@@ -117,6 +121,7 @@ class LivePlacement:
         ops.local.cache.follow_policy()
         self.config = config = config or LiveConfig()
         self.hints = hints
+        self.uploads = uploads
         self.clock = clock
         self.plans: dict[str, TenantPlan] = {}
         self.policy = replace(config.policy, plans=self.plans)  # the dict stays live
@@ -429,6 +434,18 @@ class LivePlacement:
             for action in pool.core.promote(str(old), str(new), self.clock()):
                 self.runner.apply(pool, action.node_id, [action])
 
+    async def warm(self, base_model: str, version_id: UUID) -> None:
+        """A version became ready: fetch it where its first request will go (core.warm)."""
+        facts = await self._know(version_id)
+        if facts is None:
+            return
+        pool = self.pool(base_model)
+        if not pool.nodes or not pool.fits(facts.rank):
+            return
+        self._register(pool, facts)
+        for action in pool.core.warm(str(version_id), self.clock()):
+            self.runner.apply(pool, action.node_id, [action])
+
     async def pin(self, version_id: UUID) -> bool:
         """Operator pin of a version (never evicted); False when the plan allows no more.
 
@@ -486,6 +503,9 @@ class LivePlacement:
                     for version_id in self.hints.take_promoted():
                         if self.watcher is not None:
                             self.watcher.promoted(version_id)
+                if self.uploads is not None:
+                    for base_model, version_id in await self.uploads.ready():
+                        await self.warm(base_model, version_id)
             except Exception:  # the loop must outlive one bad round
                 log.exception("placement reconcile round failed")
 

@@ -39,6 +39,7 @@ class NodeState:
         self.pending: dict[VersionId, Tier] = {}  # load in progress, to this tier
         self.waiting: dict[VersionId, list[Request]] = {}  # for their host load
         self.want_loaded: set[VersionId] = set()  # prefetches that continue past disk
+        self.warming: set[VersionId] = set()  # uploads that continue if a host slot is free
         self.blocked: deque[tuple[VersionId, Tier]] = deque()  # loads waiting for room
 
     @property

@@ -4,7 +4,6 @@ as a bearer token on every call, probes and adapter loads included (docs/engines
 from __future__ import annotations
 
 import argparse
-
 import json
 import subprocess
 import sys

@@ -72,12 +72,32 @@ def test_without_load_on_arrival_nothing_is_fetched_before_admission() -> None:
     assert c.prefetch(Request(1, "t", "small", 0.0), 0.0) == []
 
 
-def test_an_uploaded_version_is_fetched_onto_a_disk_of_its_rank_class() -> None:
+def test_an_uploaded_version_is_fetched_onto_a_disk_of_its_rank_class_and_into_a_free_slot() -> (
+    None
+):
     c = core()
     assert loads(c.warm("small", 0.0)) == [("r8", Tier.DISK)]
-    c.load_finished("r8", "small", Tier.DISK, 1.0)  # stays on disk: no engine load follows
-    assert c.cluster.nodes["r8"].tier_of("small") is Tier.DISK
+    # The node has a host slot free: the fetch carries on into the engine's memory.
+    assert loads(c.load_finished("r8", "small", Tier.DISK, 1.0)) == [("r8", Tier.LOADED)]
+    c.load_finished("r8", "small", Tier.LOADED, 2.0)
     routed = c.route(Request(1, "t", "small", 5.0), 5.0)
+    assert isinstance(routed, Routed) and (routed.node_id, routed.found) == ("r8", Tier.LOADED)
+
+
+def test_warming_takes_no_host_slot_from_a_resident_adapter() -> None:
+    others = [AdapterVersion(f"o{i}", "t", 8, MB) for i in range(2)]
+    c = PolicyCore(
+        NODES, [SMALL, *others], TIER_COSTS, replace(PolicyConfig(), default_plan=TenantPlan())
+    )
+    for i, other in enumerate(others):  # the rank-8 node's two host slots, both in use
+        request = Request(i + 1, "t", other.version_id, 0.0)
+        c.route(request, 0.0)
+        c.load_finished("r8", other.version_id, Tier.DISK, 0.5)
+        c.load_finished("r8", other.version_id, Tier.LOADED, 1.0)
+    assert loads(c.warm("small", 2.0)) == [("r8", Tier.DISK)]
+    assert loads(c.load_finished("r8", "small", Tier.DISK, 3.0)) == []  # stays on disk
+    assert set(c.cluster.nodes["r8"].host) == {"o0", "o1"}
+    routed = c.route(Request(9, "t", "small", 5.0), 5.0)
     assert isinstance(routed, Routed) and (routed.node_id, routed.found) == ("r8", Tier.DISK)
 
 

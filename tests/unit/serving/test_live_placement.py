@@ -161,6 +161,30 @@ async def test_promoting_a_version_prefetches_it_where_the_old_one_is(cluster: C
     assert name_of(new) in loaded(engine)
 
 
+async def test_a_version_that_became_ready_is_loaded_before_its_first_request(
+    cluster: Cluster,
+) -> None:
+    engine = cluster.engine(host_slots=2)
+    version = cluster.version()
+    await cluster.placement.warm(BASE, version.version_id)
+    await settle(cluster.placement)
+    assert loaded(engine) == {name_of(version)}
+    seat = await cluster.placement.acquire(BASE, version.version_id)
+    assert seat is not None and seat.tier >= Tier.LOADED  # its first request waits for no load
+    seat.release()
+
+
+async def test_warming_unloads_nothing_from_a_full_engine(cluster: Cluster) -> None:
+    engine = cluster.engine(host_slots=2)
+    served = [cluster.version() for _ in range(2)]
+    for version in served:
+        await cluster.serve(version)
+    fresh = cluster.version()
+    await cluster.placement.warm(BASE, fresh.version_id)
+    await settle(cluster.placement)
+    assert loaded(engine) == {name_of(v) for v in served}
+
+
 async def test_a_failed_load_reaches_the_caller(cluster: Cluster) -> None:
     cluster.engine()
     broken = cluster.version()
