@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -122,6 +123,20 @@ def test_install_puts_the_stand_in_and_a_pth_that_imports_the_fixes(tmp_path):
     ).read_text()
     assert (tmp_path / sglang_cpu.PTH_FILE).read_text() == f"import {sglang_cpu.BOOT_MODULE}\n"
     assert (tmp_path / f"{sglang_cpu.BOOT_MODULE}.py").exists()
+
+
+def test_engines_installing_side_by_side_all_succeed_and_leave_an_installed_copy_alone(
+    tmp_path,
+):
+    # Engines start side by side (bench adapters): each installs before it launches. One
+    # removing the stand-in while another copied it failed a run.
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        list(pool.map(lambda _: sglang_cpu.install_into(tmp_path), range(8)))
+    installed = tmp_path / "sgl_kernel" / "__init__.py"
+    before = installed.stat().st_mtime_ns
+    sglang_cpu.install_into(tmp_path)  # nothing changed: the running engine's files stay
+    assert installed.stat().st_mtime_ns == before
+    assert installed.read_text() == (sglang_cpu.STAND_IN / "__init__.py").read_text()
 
 
 BOOT_CHECK = """

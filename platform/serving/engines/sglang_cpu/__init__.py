@@ -13,6 +13,8 @@ op the stand-in lacks fails at install time, naming the op, instead of at first 
 from __future__ import annotations
 
 import ast
+import fcntl
+import hashlib
 import shutil
 from pathlib import Path
 
@@ -21,6 +23,7 @@ STAND_IN = HERE / "sgl_kernel"
 BOOT = HERE / "boot.py"
 BOOT_MODULE = "loraplex_sglang_cpu_boot"
 PTH_FILE = "loraplex_sglang_cpu.pth"
+STAMP_FILE = ".loraplex-stamp"
 _CPU_FLAGS = {"_is_cpu"}
 _CPU_CALLS = {"is_cpu"}
 # Branches that also test for Intel AMX are skipped: SGLang takes them only when sgl_kernel
@@ -28,13 +31,31 @@ _CPU_CALLS = {"is_cpu"}
 
 
 def install_into(site_packages: Path) -> None:
-    """Copy the stand-in and the boot fixes into an environment's site-packages."""
+    """Copy the stand-in and the boot fixes into an environment's site-packages, unless the
+    same ones are there already. Engines starting side by side each call this: a lock keeps
+    one copying at a time, and the stamp keeps a running engine's files from being replaced
+    under it when nothing changed."""
     target = site_packages / "sgl_kernel"
-    if target.exists():
-        shutil.rmtree(target)
-    shutil.copytree(STAND_IN, target, ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copyfile(BOOT, site_packages / f"{BOOT_MODULE}.py")
-    (site_packages / PTH_FILE).write_text(f"import {BOOT_MODULE}\n")
+    stamp = _fingerprint()
+    with (site_packages / "loraplex_sglang_cpu.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        stamp_file = target / STAMP_FILE
+        if stamp_file.exists() and stamp_file.read_text() == stamp:
+            return
+        if target.exists():
+            shutil.rmtree(target)
+        shutil.copytree(STAND_IN, target, ignore=shutil.ignore_patterns("__pycache__"))
+        shutil.copyfile(BOOT, site_packages / f"{BOOT_MODULE}.py")
+        (site_packages / PTH_FILE).write_text(f"import {BOOT_MODULE}\n")
+        stamp_file.write_text(stamp)
+
+
+def _fingerprint() -> str:
+    """A digest of what install_into copies."""
+    digest = hashlib.sha256()
+    for path in [*sorted(STAND_IN.rglob("*.py")), BOOT]:
+        digest.update(str(path.relative_to(HERE)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
 
 
 def provided_ops() -> set[str]:
