@@ -69,6 +69,7 @@ from loraplex.serving.live import (
     OpsRouter,
     UploadWatcher,
 )
+from loraplex.serving.policy import PolicyConfig
 from loraplex.serving.probes import ProbeConfig, Prober, ProbeStore
 from loraplex.serving.registry import EngineRegistry
 from loraplex.settings import Settings
@@ -131,6 +132,7 @@ def live_placement(
     """One policy core per base model over the registry's engines. Engines without an
     `agent_url` (single-node mode) load from this process's disk cache."""
     config = LiveConfig(
+        policy=PolicyConfig(warm_on_upload=settings.warm_on_upload),
         queue_timeout_s=settings.queue_timeout_s,
         disk_budget_bytes=settings.disk_cache_bytes,
         reconcile_every_s=settings.engine_health_interval_s,
@@ -141,7 +143,7 @@ def live_placement(
         DbFacts(sessions, tenant_limits.get),
         config,
         hints=AliasWatcher(sessions),
-        uploads=UploadWatcher(sessions),
+        uploads=UploadWatcher(sessions) if settings.warm_on_upload else None,
     )
 
 

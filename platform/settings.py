@@ -127,6 +127,10 @@ class Settings:
     max_lora_rank: int = 64
     download_url_ttl_s: int = 900
     disk_cache_bytes: int = 10 * 2**30  # this node's adapter cache (agent), under data_dir/cache
+    # A version that becomes ready (upload, fine-tune, import) is fetched onto an engine of
+    # its rank class before its first request, and into that engine's memory where a slot
+    # is free (docs/many-adapters.md, "Loads ahead of need").
+    warm_on_upload: bool = True
     # Correctness probes: how often every engine replays its recorded greedy answers (0: only
     # after each adapter load), and how many tokens each probe answer has (docs/security.md).
     probe_every_s: float = 300.0

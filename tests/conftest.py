@@ -93,6 +93,9 @@ def settings(
         data_dir=tmp_path_factory.mktemp("data"),
         object_store="s3",
         max_upload_bytes=16 * 2**20,  # small, so size-cap tests stay fast
+        # The suite's tests ask for adapters they have just uploaded and read where each
+        # was found: cold until asked. Warming at upload has tests of its own that turn it on.
+        warm_on_upload=False,
         s3_endpoint_url=s3_server.endpoint_url,
         s3_bucket=f"adapters-{secrets.token_hex(4)}",
         s3_region=REGION,

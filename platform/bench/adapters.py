@@ -254,7 +254,12 @@ def _serve_all(
 def _loraplex(gateway: BenchGateway, k: int, run: Run, base: str, folders: list[Path]) -> Way:
     """The Loraplex way: run `k`'s adapters uploaded under fresh names, placement as shipped."""
     prefix = f"t{k}-a"
-    gateway.upload(prefix, run.shape.adapters, run.workload, base, folders)
+    warmed = gateway.upload(prefix, run.shape.adapters, run.workload, base, folders)
+    click.echo(
+        f"warmed at upload, before the windows: {warmed.get('disk', 0):.0f} onto disk, "
+        f"{warmed.get('loaded', 0):.0f} into engine memory",
+        err=True,
+    )
     send = gateway.sender(prefix, run.workload, run.shape.max_tokens)
     return Way(LORAPLEX, gateway.url + CHAT, run.trace, send)
 

@@ -14,7 +14,13 @@ from pathlib import Path
 from typing import Any
 
 from loraplex.bench.adapters_replay import SendFor, chat_body, replay
-from loraplex.bench.adapters_setup import EngineSlots, engines, upload_adapters
+from loraplex.bench.adapters_setup import (
+    EngineSlots,
+    engines,
+    gateway_loads,
+    settled_loads,
+    upload_adapters,
+)
 from loraplex.bench.adapters_trace import BenchRequest, is_scan
 from loraplex.bench.api import operator_key
 from loraplex.bench.gateway import _setup
@@ -27,6 +33,9 @@ from loraplex.serving.simulator.workload import Workload
 from loraplex.settings import Settings
 
 CHAT = "/v1/chat/completions"
+# Uploads are warmed by the gateway's placement loop, which looks every few seconds
+# (LORAPLEX_ENGINE_HEALTH_INTERVAL_S): no new load for this long means warming is over.
+WARM_QUIET_S = 6.0
 
 
 @dataclass
@@ -67,12 +76,16 @@ class BenchGateway:
 
     def upload(
         self, prefix: str, count: int, workload: Workload, base: str, folders: list[Path]
-    ) -> None:
+    ) -> dict[str, float]:
         """Adapters 0..count-1 under the names `{prefix}{i}`, each owned by the scanner when
-        the workload says it is one of the scan's."""
+        the workload says it is one of the scan's. Returns once the loads the uploads set
+        off (placement warms each new version) have ended: what they loaded, by tier."""
         names = [f"{prefix}{i}" for i in range(count)]
         owners = [self.tenants[is_scan(workload, i)][0] for i in range(count)]
+        before = gateway_loads(self.url)
         upload_adapters(self.url, self.operator, base, owners, names, folders[:count])
+        after = settled_loads(self.url, quiet_s=WARM_QUIET_S)
+        return {tier: after[tier] - before.get(tier, 0.0) for tier in after}
 
     def sender(self, prefix: str, workload: Workload, max_tokens: int) -> SendFor:
         """How a request to adapter `i` is sent: to `{prefix}{i}`, as its owner tenant."""

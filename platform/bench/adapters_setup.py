@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
@@ -181,3 +182,16 @@ def peft_answers(
 
 def _key(adapter: int, question: str, max_tokens: int) -> str:
     return f"{adapter}|{max_tokens}|{question}"
+
+
+def settled_loads(url: str, quiet_s: float, timeout_s: float = 300.0) -> dict[str, float]:
+    """The gateway's load counters once they have not moved for `quiet_s` (the loads that
+    uploads set off, warming, have ended), or after `timeout_s` whatever they do."""
+    deadline = time.monotonic() + timeout_s
+    last, since = gateway_loads(url), time.monotonic()
+    while time.monotonic() < deadline and time.monotonic() - since < quiet_s:
+        time.sleep(0.5)
+        now = gateway_loads(url)
+        if now != last:
+            last, since = now, time.monotonic()
+    return last
