@@ -10,7 +10,7 @@ from typing import Any
 from loraplex.bench.adapters_report import MIN_ADAPTER_REQUESTS, WayStats
 from loraplex.serving.policy import NodeSpec
 from loraplex.serving.simulator import costs
-from loraplex.serving.simulator.loop import simulate
+from loraplex.serving.simulator.loop import Gating, simulate
 from loraplex.serving.simulator.scenarios import (
     BELADY,
     BELADY_NAME,
@@ -53,16 +53,23 @@ def predicted(workload: Workload, gpu_slots: int, host_slots: int) -> dict[str, 
     core dispatches in all three: the simulator has no model of SGLang's own scheduler, so
     its plain row is LRU eviction behind our dispatch, not the plain way's starvation.
     A fourth row puts Belady's eviction (it knows every later request) on the Loraplex
-    way's engines: how far any eviction policy could take that way on this trace.
-    Rows by the way they stand for."""
+    way's engines: how far any eviction policy could take that way on this trace. Those two
+    rows upload every adapter before the first request, as the live way does (warmed at
+    upload). Rows by the way they stand for."""
     adapters = len(workload.adapters)
     resident = replace(workload, adapter=workload.adapter % gpu_slots)
+    ours = loraplex_nodes(gpu_slots, host_slots)
     return {
         FLOOR: simulate(f"{FLOOR} (LRU)", resident, plain_nodes(gpu_slots, adapters), LRU),
-        LORAPLEX: simulate(DEFAULT_NAME, workload, loraplex_nodes(gpu_slots, host_slots), DEFAULT),
+        LORAPLEX: simulate(DEFAULT_NAME, workload, ours, DEFAULT, UPLOADED_FIRST),
         PLAIN: simulate(f"{LRU_NAME} (plain)", workload, plain_nodes(gpu_slots, adapters), LRU),
-        ORACLE: simulate(BELADY_NAME, workload, loraplex_nodes(gpu_slots, host_slots), BELADY),
+        ORACLE: simulate(BELADY_NAME, workload, ours, BELADY, UPLOADED_FIRST),
     }
+
+
+# The Loraplex way's adapters are uploaded (and warmed) before its windows start: in the
+# simulator, every version is uploaded at time 0, before the trace's first request.
+UPLOADED_FIRST = Gating(upload_lead_s=math.inf)
 
 
 def predicted_targets(rows: dict[str, dict[str, Any]]) -> list[str]:
