@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import UUID
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 
 from loraplex.db.models import Adapter, AdapterAlias, AdapterVersion, BaseModel, VersionStatus
 
@@ -83,24 +83,22 @@ class UploadWatcher:
 
     async def ready(self) -> list[tuple[str, UUID]]:
         """(base model name, version) for every version that became ready since last call."""
-        query = (
-            select(AdapterVersion.id, AdapterVersion.updated_at, BaseModel.name)
-            .join(Adapter, Adapter.id == AdapterVersion.adapter_id)
-            .join(BaseModel, BaseModel.id == Adapter.base_model_id)
-            .where(AdapterVersion.status == VersionStatus.READY)
-        )
-        if self._since is None:
-            query = query.order_by(AdapterVersion.updated_at.desc()).limit(1)
-        else:
-            query = query.where(AdapterVersion.updated_at >= self._since - OVERLAP)
+        ready = AdapterVersion.status == VersionStatus.READY
         async with self._session_factory() as session:
+            first = self._since is None
+            if self._since is None:  # start at the newest ready version, or now
+                latest = select(func.max(AdapterVersion.updated_at)).where(ready)
+                self._since = await session.scalar(latest) or datetime.now(UTC)
+            query = (
+                select(AdapterVersion.id, AdapterVersion.updated_at, BaseModel.name)
+                .join(Adapter, Adapter.id == AdapterVersion.adapter_id)
+                .join(BaseModel, BaseModel.id == Adapter.base_model_id)
+                .where(ready, AdapterVersion.updated_at >= self._since - OVERLAP)
+            )
             rows = (await session.execute(query)).all()
-        first = self._since is None
-        latest = [updated for _, updated, _ in rows]
-        if first and not latest:  # nothing ready yet: start from now
-            latest = [datetime.now(UTC)]
-        self._since = max([*latest, *([self._since] if self._since else [])])
+        # On the first look every row is already known: the overlap window's rows too.
         fresh = [] if first else [(base, vid) for vid, _, base in rows if vid not in self._seen]
+        self._since = max([self._since, *(updated for _, updated, _ in rows)])
         self._seen.update((vid, updated) for vid, updated, _ in rows)
         horizon = self._since - 2 * OVERLAP
         self._seen = {vid: at for vid, at in self._seen.items() if at >= horizon}
