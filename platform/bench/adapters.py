@@ -81,6 +81,9 @@ from loraplex.serving.simulator.workload import Workload
 from loraplex.settings import Settings
 
 PROBE_REQUESTS = 24
+# The ways whose loads the gateway counts during their windows; the others (through the
+# round-robin proxy) loaded every adapter into both engines before the clock started.
+THROUGH_GATEWAY = (LORAPLEX, FLOOR_GATEWAY)
 # The plain way's engines' ports: apart from the shared dev and test engines' (8100-8121)
 # and the Loraplex way's (adapters_gateway.PORTS).
 PORTS = {"a": 8141, "b": 8142}
@@ -102,12 +105,18 @@ class Served:
     answers: list[Answer]
     wall_s: float
     loads: dict[str, int]
+    warmed: dict[str, float]  # tier -> versions warmed at upload, before the windows
 
 
 @click.command("adapters")
 @click.option("--adapters", default=96, show_default=True, help="adapter versions made")
 @click.option("--gpu-slots", default=4, show_default=True, help="--max-loras-per-batch")
-@click.option("--host-slots", default=8, show_default=True, help="--max-loaded-loras (Loraplex)")
+@click.option(
+    "--host-slots",
+    default=48,
+    show_default=True,
+    help="--max-loaded-loras of each Loraplex engine (the plain way's hold every adapter)",
+)
 @click.option("--working-set", default=4.0, show_default=True, help="x the cluster's GPU slots")
 @click.option("--scan-adapters", default=16, show_default=True, help="one-off adapters scanned")
 @click.option("--seconds", default=60.0, show_default=True, help="length of the trace")
@@ -181,9 +190,8 @@ def bench_adapters(
             _stats(name, way, run, peft, check_per_adapter, nodes[name])
             for name, way in ways_served.items()
         ]
-        record["tables"].append(
-            _print_table(run, calibration, ways, gpu_slots, host_slots, windows)
-        )
+        printed = _print_table(run, calibration, ways, gpu_slots, host_slots, windows)
+        record["tables"].append({**printed, "warmed_at_upload": ways_served[LORAPLEX].warmed})
     json_path.parent.mkdir(parents=True, exist_ok=True)
     json_path.write_text(json.dumps(record, indent=2, default=str))
 
@@ -228,12 +236,14 @@ def _serve_all(
         runs = [_run(replace(s, rate_per_s=load * calibration.capacity_rps)) for s in shapes]
         served = []
         for k, run in enumerate(runs):
+            ours, ours_warmed = _loraplex(gateway, k, run, served_model, folders)
             ways = [
                 Way(FLOOR, proxy, resident_trace(run.trace, gpu_slots), plain_send),
                 Way(PLAIN, proxy, run.trace, plain_send),
                 _floor_through(gateway, k, run, folders, gpu_slots),
-                _loraplex(gateway, k, run, served_model, folders),
+                ours,
             ]
+            warmed = {LORAPLEX: ours_warmed}
             replayed = asyncio.run(
                 interleaved(
                     ways, window_count, run.shape.seconds, lambda: gateway_loads(gateway.url)
@@ -244,15 +254,19 @@ def _serve_all(
                 way.name: Served(
                     done.answers,
                     done.wall_s,
-                    loads_between({}, done.grew) if way.url.startswith(gateway.url) else up_front,
+                    loads_between({}, done.grew) if way.name in THROUGH_GATEWAY else up_front,
+                    warmed.get(way.name, {}),
                 )
                 for way, done in zip(ways, replayed, strict=True)
             })  # fmt: skip
     return calibration, runs, served
 
 
-def _loraplex(gateway: BenchGateway, k: int, run: Run, base: str, folders: list[Path]) -> Way:
-    """The Loraplex way: run `k`'s adapters uploaded under fresh names, placement as shipped."""
+def _loraplex(
+    gateway: BenchGateway, k: int, run: Run, base: str, folders: list[Path]
+) -> tuple[Way, dict[str, float]]:
+    """The Loraplex way: run `k`'s adapters uploaded under fresh names, placement as shipped.
+    Also returns what placement warmed at upload, by tier, before the windows."""
     prefix = f"t{k}-a"
     warmed = gateway.upload(prefix, run.shape.adapters, run.workload, base, folders)
     click.echo(
@@ -261,7 +275,7 @@ def _loraplex(gateway: BenchGateway, k: int, run: Run, base: str, folders: list[
         err=True,
     )
     send = gateway.sender(prefix, run.workload, run.shape.max_tokens)
-    return Way(LORAPLEX, gateway.url + CHAT, run.trace, send)
+    return Way(LORAPLEX, gateway.url + CHAT, run.trace, send), warmed
 
 
 def _floor_through(

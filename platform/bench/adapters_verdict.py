@@ -99,7 +99,7 @@ def targets(ways: list[WayStats]) -> list[str]:
     """PASS/FAIL lines for the issue's targets on one table."""
     by = {w.way: w for w in ways}
     floor, plain, ours = by[FLOOR], by[PLAIN], by[LORAPLEX]
-    checks: list[tuple[str, bool | None, str]] = [
+    checks: list[tuple[str, bool | str | None, str]] = [
         (
             f"Loraplex TTFT p50 <= {P50_OVER_FLOOR}x the floor's",
             ours.ttft_p50_ms <= P50_OVER_FLOOR * floor.ttft_p50_ms,
@@ -114,11 +114,7 @@ def targets(ways: list[WayStats]) -> list[str]:
             f"{ours.ttft_p50_ms:.0f} vs {through.ttft_p50_ms:.0f} ms",
         ))  # fmt: skip
     checks += [
-        (
-            f"plain TTFT p99 >= {P99_UNDER_PLAIN}x Loraplex's",
-            plain.ttft_p99_ms >= P99_UNDER_PLAIN * ours.ttft_p99_ms,
-            f"{plain.ttft_p99_ms:.0f} vs {ours.ttft_p99_ms:.0f} ms",
-        ),
+        _p99_against_plain(floor, plain, ours),
         (
             f"Loraplex: no adapter's p99 above {WORST_OVER_MEDIAN}x the median adapter's",
             None  # a run too short to judge it is not a pass
@@ -137,5 +133,37 @@ def targets(ways: list[WayStats]) -> list[str]:
             ", ".join(f"{w.way} {w.answers_equal}/{w.answers_checked}" for w in ways),
         ),
     ]
-    said = {True: "PASS", False: "FAIL", None: "UNMEASURED"}
+    said = {True: "PASS", False: "FAIL", None: "UNMEASURED", NO_CLIFF: "NO CLIFF"}
     return [f"{said[ok]} {what}: {detail}" for what, ok, detail in checks]
+
+
+# The p99 target's third outcome: the plain way showed no cliff in this run, so no way can
+# be 3x under it live, and the simulator's GPU profile judges the target instead (the
+# issue's own fallback, for hosts where a slot load is a memory copy).
+NO_CLIFF = "no cliff"
+
+
+def _p99_against_plain(
+    floor: WayStats, plain: WayStats, ours: WayStats
+) -> tuple[str, bool | str, str]:
+    """The p99 target, read against the floor's p99 in the same windows: a busy host
+    raises every way's tail alike, so the ratios to the floor cancel it. The plain way has
+    a cliff when its p99 is at least `P99_UNDER_PLAIN`x the floor's; only then can any way
+    be that far under it, and only then is the target judged live."""
+    plain_x, ours_x = plain.ttft_p99_ms / floor.ttft_p99_ms, ours.ttft_p99_ms / floor.ttft_p99_ms
+    detail = (
+        f"{plain.ttft_p99_ms:.0f} vs {ours.ttft_p99_ms:.0f} ms; over the floor's "
+        f"{floor.ttft_p99_ms:.0f} ms in the same windows: plain {plain_x:.2f}x, "
+        f"Loraplex {ours_x:.2f}x"
+    )
+    if plain_x < P99_UNDER_PLAIN:
+        return (
+            f"plain TTFT p99 >= {P99_UNDER_PLAIN}x Loraplex's",
+            NO_CLIFF,
+            detail + " (the plain way has no cliff on this host: see the simulator's line)",
+        )
+    return (
+        f"plain TTFT p99 >= {P99_UNDER_PLAIN}x Loraplex's",
+        plain.ttft_p99_ms >= P99_UNDER_PLAIN * ours.ttft_p99_ms,
+        detail,
+    )

@@ -73,3 +73,11 @@ def test_a_run_too_short_for_per_adapter_p99s_does_not_pass_that_target() -> Non
     plain = _stats(PLAIN, _answers({0: [0.1] * 20 + [5.0] * 10}))
     few = _stats(LORAPLEX, _answers({0: [0.12] * (MIN_ADAPTER_REQUESTS - 1)}))
     assert [line.split()[0] for line in targets([floor, plain, few])][2] == "UNMEASURED"
+
+
+def test_without_a_cliff_in_the_plain_way_the_p99_target_goes_to_the_simulator() -> None:
+    floor = _stats(FLOOR, _answers({0: [0.1] * 29 + [1.0]}))
+    plain = _stats(PLAIN, _answers({0: [0.1] * 29 + [2.0]}))  # 2x the floor's p99: no cliff
+    ours = _stats(LORAPLEX, _answers({0: [0.12] * 30}))
+    line = targets([floor, plain, ours])[1]
+    assert line.startswith("NO CLIFF") and "simulator" in line
