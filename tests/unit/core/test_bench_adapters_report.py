@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from loraplex.bench.adapters import backed_off
 from loraplex.bench.adapters_replay import Answer
 from loraplex.bench.adapters_report import MIN_ADAPTER_REQUESTS, table, way_stats
 from loraplex.bench.adapters_verdict import FLOOR, LORAPLEX, PLAIN, targets
@@ -75,9 +76,14 @@ def test_a_run_too_short_for_per_adapter_p99s_does_not_pass_that_target() -> Non
     assert [line.split()[0] for line in targets([floor, plain, few])][2] == "UNMEASURED"
 
 
-def test_without_a_cliff_in_the_plain_way_the_p99_target_goes_to_the_simulator() -> None:
+def test_without_a_cliff_in_the_plain_way_the_p99_target_is_neither_passed_nor_failed() -> None:
     floor = _stats(FLOOR, _answers({0: [0.1] * 29 + [1.0]}))
     plain = _stats(PLAIN, _answers({0: [0.1] * 29 + [2.0]}))  # 2x the floor's p99: no cliff
     ours = _stats(LORAPLEX, _answers({0: [0.12] * 30}))
     line = targets([floor, plain, ours])[1]
-    assert line.startswith("NO CLIFF") and "simulator" in line
+    assert line.startswith("NO CLIFF") and "plain 1.96x" in line
+
+
+def test_the_offered_rate_backs_off_only_while_the_floor_cannot_keep_up() -> None:
+    assert backed_off(2.0, p50_ms=130.0, unloaded_ms=70.0) is None  # under 2x: it stands
+    assert backed_off(2.0, p50_ms=460.0, unloaded_ms=70.0) == 2.0 * 0.7
