@@ -43,6 +43,7 @@ from typing import Any
 import click
 import numpy as np
 
+from loraplex.bench.adapters_faster import at_gpu_rates, faster_table
 from loraplex.bench.adapters_gateway import CHAT, BenchGateway, start_gateway
 from loraplex.bench.adapters_replay import Answer, Way, chat_body, interleaved, replay
 from loraplex.bench.adapters_report import WayStats, table, way_stats
@@ -426,6 +427,8 @@ def _print_table(
     verdicts = targets(ways)
     for line in [*verdicts, *predicted_targets(sim)]:
         click.echo(line)
+    faster = at_gpu_rates(run.workload, gpu_slots, host_slots)
+    click.echo(faster_table(faster))
     return {
         "shape": asdict(shape),
         "ways": [w.row() for w in ways],
@@ -434,4 +437,5 @@ def _print_table(
         ],
         "targets": verdicts,
         "simulator_targets": predicted_targets(sim),
+        "simulator_faster": faster,
     }

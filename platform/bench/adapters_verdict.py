@@ -49,9 +49,10 @@ def plain_nodes(gpu_slots: int, adapters: int) -> list[NodeSpec]:
 def predicted(workload: Workload, gpu_slots: int, host_slots: int) -> dict[str, dict[str, Any]]:
     """The simulator on the same trace (its cost profile is a GPU's, not this machine's):
     the floor (the same arrivals on as many adapters as an engine has GPU slots), the
-    default policy on the Loraplex way's engines, and LRU on the plain way's. The policy
-    core dispatches in all three: the simulator has no model of SGLang's own scheduler, so
-    its plain row is LRU eviction behind our dispatch, not the plain way's starvation.
+    default policy on the Loraplex way's engines, and SGLang as it ships on the plain way's
+    (LRU, and its own admission order: `SGLANG`). The policy core places in all three: the
+    simulator has no round-robin balancer, so its plain row is SGLang's caching and
+    scheduling behind our placement.
     A fourth row puts Belady's eviction (it knows every later request) on the Loraplex
     way's engines: how far any eviction policy could take that way on this trace.
 
@@ -66,7 +67,7 @@ def predicted(workload: Workload, gpu_slots: int, host_slots: int) -> dict[str, 
     return {
         FLOOR: simulate(f"{FLOOR} (LRU)", resident, plain, LRU, UPLOADED_FIRST),
         LORAPLEX: simulate(DEFAULT_NAME, settled, ours, DEFAULT, UPLOADED_FIRST),
-        PLAIN: simulate(f"{LRU_NAME} (plain)", settled, plain, LRU, UPLOADED_FIRST),
+        PLAIN: simulate(f"{LRU_NAME} (plain)", settled, plain, SGLANG, UPLOADED_FIRST),
         ORACLE: simulate(BELADY_NAME, settled, ours, BELADY, UPLOADED_FIRST),
     }
 
@@ -77,6 +78,9 @@ def predicted(workload: Workload, gpu_slots: int, host_slots: int) -> dict[str, 
 # still being fetched, which no live window sees.
 UPLOADED_FIRST = Gating(upload_lead_s=math.inf)
 UPLOAD_SETTLE_S = 60.0
+# SGLang as it ships: LRU in every tier, no tenant budget, and its scheduler's own order
+# (the oldest request that fits the batch's slots, no bounded wait: drainer off).
+SGLANG = replace(LRU, skip_to_fit=True)
 
 
 def predicted_targets(rows: dict[str, dict[str, Any]]) -> list[str]:

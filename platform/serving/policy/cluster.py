@@ -6,6 +6,7 @@ import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from .dispatch import DispatchQueue
 from .eviction import EvictionPolicy
 from .model import (
     AdapterVersion,
@@ -34,12 +35,11 @@ class ClusterState:
         self,
         specs: Iterable[NodeSpec],
         make_policy: PolicyMaker,
-        weight: Callable[[TenantId], float],
-        max_wait_s: float,
+        make_queue: Callable[[], DispatchQueue],
         heat_half_life_s: float,
     ) -> None:
         self.versions: dict[VersionId, AdapterVersion] = {}
-        self._make_policy, self._weight, self._max_wait_s = make_policy, weight, max_wait_s
+        self._make_policy, self._make_queue = make_policy, make_queue
         self.nodes: dict[NodeId, NodeState] = {}
         for spec in specs:
             self.nodes[spec.node_id] = self._new_node(spec)
@@ -73,7 +73,7 @@ class ClusterState:
 
     def _new_node(self, spec: NodeSpec) -> NodeState:
         make = self._make_policy
-        return NodeState(spec, make(), make(), self._weight, self._max_wait_s, self.owner)
+        return NodeState(spec, make(), make(), self._make_queue(), self.owner)
 
     def _group_classes(self) -> None:
         by_rank: dict[int, list[NodeId]] = {}

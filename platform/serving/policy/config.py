@@ -26,6 +26,9 @@ class PolicyConfig:
     rank_aware: bool = True
     max_replicas: int = 2
     max_wait_s: float = 10.0
+    # Dispatch in SGLang's own order (DispatchQueue._oldest_fitting) instead of fair share
+    # with a bounded wait: the simulator's model of a plain SGLang engine, never the gateway.
+    skip_to_fit: bool = False
     heat_half_life_s: float = 600.0
     cold_load_burst: int = 20
     contain_over_budget: bool = True  # over-budget tenants' entries are evicted first

@@ -15,6 +15,7 @@ from .actions import (
 from .budget import ColdLoadBudget
 from .cluster import ClusterState
 from .config import PolicyConfig
+from .dispatch import DispatchQueue
 from .eviction import NextUse, make_eviction_policy
 from .loads import Loader, no_tenants
 from .model import (
@@ -58,8 +59,9 @@ class PolicyCore:
         self.cluster = ClusterState(
             nodes,
             lambda: make_eviction_policy(config.eviction, next_use),
-            lambda tenant: config.plan(tenant).weight,
-            config.max_wait_s,
+            lambda: DispatchQueue(
+                lambda tenant: config.plan(tenant).weight, config.max_wait_s, config.skip_to_fit
+            ),
             config.heat_half_life_s,
         )
         for version in versions:

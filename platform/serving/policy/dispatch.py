@@ -40,9 +40,10 @@ class DispatchQueue:
     that has waited `max_wait_s` goes before both so nobody starves.
     """
 
-    def __init__(self, weight: Weight, max_wait_s: float) -> None:
+    def __init__(self, weight: Weight, max_wait_s: float, skip_to_fit: bool = False) -> None:
         self._weight = weight
         self.max_wait_s = max_wait_s
+        self.skip_to_fit = skip_to_fit
         self._vtime = 0.0
         self._finish: dict[TenantId, float] = {}
         self._versions: dict[VersionId, _VersionQueue] = {}
@@ -87,7 +88,10 @@ class DispatchQueue:
 
         Tenants in `yielding` (over their cold-load budget) take a free GPU slot only when
         no other tenant's request wants one: slots are contained like the cache tiers.
+        With `skip_to_fit`, SGLang's own order instead (the simulator's plain way).
         """
+        if self.skip_to_fit:
+            return self._oldest_fitting(can_take_slot)
         aged = self._oldest()
         if aged is not None and now - aged.entered >= self.max_wait_s:
             version = aged.request.version_id
@@ -160,6 +164,19 @@ class DispatchQueue:
 
     def _tenant(self, version: VersionId) -> TenantId:
         return self._versions[version].items[0].request.tenant_id
+
+    def _oldest_fitting(self, can_take_slot: bool) -> VersionId | None:
+        """SGLang's scheduler as it ships: the oldest request whose adapter fits the batch
+        (it holds a slot, or one is free); others are skipped, not refused, and wait with no
+        bound (its drainer, `--lora-drain-wait-threshold`, is off by default). A minority
+        adapter starves while popular ones keep every slot busy: the plain way's cliff."""
+        for queued in self._by_age:
+            if queued.released:
+                continue
+            version = queued.request.version_id
+            if can_take_slot or self._versions[version].active:
+                return version
+        return None
 
     def _oldest(self) -> _Queued | None:
         while self._by_age and self._by_age[0].released:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import deque
 
 from .cache import Owner, TierCache
-from .dispatch import DispatchQueue, Weight
+from .dispatch import DispatchQueue
 from .eviction import EvictionPolicy
 from .model import NodeSpec, Request, Tier, VersionId
 from .slots import GpuSlots
@@ -23,8 +23,7 @@ class NodeState:
         spec: NodeSpec,
         host_policy: EvictionPolicy,
         disk_policy: EvictionPolicy,
-        weight: Weight,
-        max_wait_s: float,
+        queue: DispatchQueue,
         owner: Owner,
     ) -> None:
         self.spec = spec
@@ -32,7 +31,7 @@ class NodeState:
         self.disk = TierCache(Tier.DISK, spec.disk_budget_bytes, disk_policy, owner)
         self.host = TierCache(Tier.LOADED, spec.host_slots, host_policy, owner)
         self.gpu = GpuSlots(spec.gpu_slots)
-        self.queue = DispatchQueue(weight, max_wait_s)
+        self.queue = queue
         self.running = 0
         self._load = 0
         self.inflight: dict[VersionId, int] = {}  # routed here and not finished

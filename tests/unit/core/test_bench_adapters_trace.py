@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from loraplex.bench import adapters_replay
+from loraplex.bench.adapters_faster import faster_table
 from loraplex.bench.adapters_replay import Way, windows
 from loraplex.bench.adapters_trace import (
     LoadShape,
@@ -193,3 +194,13 @@ def test_the_simulators_verdicts_read_each_way_by_name() -> None:
     assert "out of reach of any eviction" in predicted_targets(rows)[2]
     rows[ORACLE] = {"ttft_p50_s": 0.025}
     assert "within reach of eviction" in predicted_targets(rows)[2]
+
+
+def test_at_a_gpus_rate_each_speed_up_is_judged_against_the_floor_as_live() -> None:
+    rows = [
+        {"speedup": 8, "rate_rps": 5.0, FLOOR: (23, 50), LORAPLEX: (30, 100), PLAIN: (40, 400)},
+        {"speedup": 32, "rate_rps": 20.0, FLOOR: (23, 50), LORAPLEX: (30, 60), PLAIN: (40, 90)},
+    ]
+    lines = faster_table(rows).splitlines()
+    assert "PASS (plain 8.0x, Loraplex 2.0x" in lines[2]
+    assert "NO CLIFF (plain 1.8x" in lines[3]  # under 3x the floor's: nothing to be under

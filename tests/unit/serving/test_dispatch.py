@@ -72,3 +72,15 @@ def test_a_starving_request_holds_back_others_until_a_slot_frees() -> None:
     q.push(req(2, "b", "hot"), 1.0)
     q.set_active("hot", True)
     assert q.peek_choice(6.0, can_take_slot=False) is None
+
+
+def test_sglangs_own_order_skips_a_request_that_needs_a_slot_and_never_ages_it() -> None:
+    q = DispatchQueue(lambda tenant: WEIGHTS[tenant], max_wait_s=1.0, skip_to_fit=True)
+    q.push(req(1, "a", "minority"), 0.0)  # the oldest, but its adapter holds no slot
+    q.push(req(2, "b", "popular"), 5.0)
+    q.set_active("popular", True)
+    # Long past any wait cap, the slots all busy: the popular adapter's request goes by.
+    assert q.peek_choice(100.0, can_take_slot=False) == "popular"
+    q.pop("popular")
+    assert q.peek_choice(100.0, can_take_slot=False) is None
+    assert q.peek_choice(100.0, can_take_slot=True) == "minority"  # oldest, once one fits
