@@ -313,9 +313,11 @@ class Calibration:
 
 # The burst overstates what the host sustains open loop, and by how much changes from run
 # to run (the same defaults gave 1.5 and 2.9 requests/s of capacity): before the tables, the
-# floor gets `PROBE_S` of the trace at the offered rate; while its TTFT p50 is over
-# `BUSY_X` its unloaded one, the host is overloaded and the rate goes down by `BACK_OFF`.
+# floor gets `PROBE_S` of the trace at the offered rate (longer if that would be under
+# `PROBE_MIN` requests); while its TTFT p50 is over `BUSY_X` its unloaded one, the host is
+# overloaded and the rate goes down by `BACK_OFF`.
 PROBE_S = 15.0
+PROBE_MIN = 16
 BUSY_X = 2.0
 BACK_OFF = 0.7
 PROBE_TRIES = 3
@@ -351,7 +353,8 @@ def _calibrate(
     rate: float | None = load * capacity
     probes: list[tuple[float, float]] = []
     while rate is not None and len(probes) < PROBE_TRIES:
-        trace = make_trace(replace(shape, seconds=PROBE_S, rate_per_s=rate, seed=shape.seed + 1))
+        seconds = max(PROBE_S, PROBE_MIN / rate)
+        trace = make_trace(replace(shape, seconds=seconds, rate_per_s=rate, seed=shape.seed + 1))
         answers, _ = asyncio.run(replay(proxy, resident_trace(trace[1], gpu_slots), send))
         p50 = 1000 * float(np.median([a.ttft_s for a in answers if a.ok] or [math.inf]))
         probes.append((rate, p50))
