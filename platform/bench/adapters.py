@@ -21,11 +21,12 @@ the verdict; run one after another, two default runs once gave opposite verdicts
    one, Loraplex's row adds only placement's cost.
 
 Capacity is a burst: `PROBE_REQUESTS` requests of the trace's mix, all sent at once to the
-all-resident engines; completed requests over the seconds the burst took. The trace's rate
-is `--load` times that. The floor's unloaded TTFT (short requests one at a time) is measured
-too, and the table says how far above it the floor's p50 went: over 2x, the load was too
-high for this host at that moment. Every way's sampled short answers are compared with PEFT's greedy
-answer for the same adapter and question. Beside the live figures: the loads no policy can
+all-resident engines; completed requests over the seconds the burst took. The offered rate
+starts at `--load` times that and is probed on the floor (`backed_off`): while the floor's
+TTFT p50 is over `BUSY_X` its unloaded one (short requests one at a time), the rate goes
+down. The table says how far above its unloaded TTFT the floor's p50 went in the windows.
+Every way's sampled short answers are compared with PEFT's greedy answer for the same
+adapter and question. Beside the live figures: the loads no policy can
 go below on the same trace (bound per tier) and the simulator's prediction for it, on its
 GPU cost profile. docs/many-adapters.md says how to read the table.
 """
@@ -122,7 +123,13 @@ class Served:
 @click.option("--working-set", default=4.0, show_default=True, help="x the cluster's GPU slots")
 @click.option("--scan-adapters", default=16, show_default=True, help="one-off adapters scanned")
 @click.option("--seconds", default=60.0, show_default=True, help="length of the trace")
-@click.option("--load", default=0.5, show_default=True, help="offered rate, x capacity")
+@click.option(
+    "--load",
+    default=0.5,
+    show_default=True,
+    type=click.FloatRange(0, min_open=True),
+    help="starting offered rate, x the burst's capacity (backed off while the floor lags)",
+)
 @click.option("--max-tokens", default=16, show_default=True)
 @click.option("--check-per-adapter", default=2, show_default=True, help="answers vs PEFT's")
 @click.option("--windows", default=4, show_default=True, help="turns the ways take over each trace")
@@ -183,6 +190,7 @@ def bench_adapters(
         "unloaded_ttft_ms": calibration.unloaded_ttft_ms,
         "rate_rps": calibration.rate_rps,
         "probes": [{"rate_rps": r, "floor_ttft_p50_ms": p} for r, p in calibration.probes],
+        "floor_kept_up": calibration.kept_up,
         "windows": windows,
         "tables": [],
     }
@@ -309,6 +317,7 @@ class Calibration:
     unloaded_ttft_ms: float  # median TTFT of short requests sent one at a time
     rate_rps: float  # the offered rate: --load x capacity, backed off until the floor keeps up
     probes: tuple[tuple[float, float], ...]  # (rate/s, the floor's TTFT p50 ms) per probe
+    kept_up: bool  # the floor kept up at rate_rps; False: PROBE_TRIES were all too busy
 
 
 # The burst overstates what the host sustains open loop, and by how much changes from run
@@ -350,6 +359,10 @@ def _calibrate(
     click.echo(
         f"unloaded TTFT p50 (floor, one short request at a time): {unloaded:.0f} ms", err=True
     )
+    if capacity <= 0:
+        raise click.ClickException(
+            "the capacity burst completed no request: see the engines' logs under --workdir"
+        )
     rate: float | None = load * capacity
     probes: list[tuple[float, float]] = []
     while rate is not None and len(probes) < PROBE_TRIES:
@@ -361,12 +374,14 @@ def _calibrate(
         click.echo(f"probe at {rate:.2f} requests/s: the floor's TTFT p50 {p50:.0f} ms", err=True)
         rate = backed_off(rate, p50, unloaded)
     stands = probes[-1][0] if rate is None else rate  # the last rate probed, or one below
-    return Calibration(capacity, unloaded, stands, tuple(probes))
+    return Calibration(capacity, unloaded, stands, tuple(probes), kept_up=rate is None)
 
 
 def _rate_words(calibration: Calibration) -> str:
-    backed = len(calibration.probes) - (calibration.rate_rps == calibration.probes[-1][0])
-    return f"--load x capacity, backed off {backed} time(s) until the floor kept up"
+    probes = len(calibration.probes)
+    if calibration.kept_up:
+        return f"--load x capacity, backed off {probes - 1} time(s) until the floor kept up"
+    return f"the floor lagged in all {probes} probes; this rate, one step lower, was not probed"
 
 
 def _run(shape: LoadShape) -> Run:
@@ -417,7 +432,11 @@ def _print_table(
     busy = floor.ttft_p50_ms / calibration.unloaded_ttft_ms
     click.echo(
         f"the floor's TTFT p50 is {busy:.1f}x its unloaded {calibration.unloaded_ttft_ms:.0f} ms"
-        + (" (over 2x: the host is overloaded at this --load; lower it)" if busy > 2 else "")
+        + (
+            f" (over {BUSY_X:g}x: the host was busier in the windows than in the probe)"
+            if busy > BUSY_X
+            else ""
+        )
     )
     sim = predicted(run.workload, gpu_slots, host_slots)
     for row in sim.values():

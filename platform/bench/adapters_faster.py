@@ -29,11 +29,13 @@ WAYS = (FLOOR, LORAPLEX, PLAIN)
 
 def at_gpu_rates(workload: Workload, gpu_slots: int, host_slots: int) -> list[dict[str, Any]]:
     """Per speed-up: the offered rate and each way's TTFT p50 / p99 (ms), by way."""
+    if len(workload) < 2:
+        return []
     span = float(workload.arrival[-1] - workload.arrival[0]) or 1.0
     rows = []
     for k in SPEEDUPS:
         faster = replace(workload, arrival=workload.arrival / k)
-        sim = predicted(faster, gpu_slots, host_slots)
+        sim = predicted(faster, gpu_slots, host_slots, oracle=False)
         rows.append({
             "speedup": k,
             "rate_rps": k * len(workload) / span,
@@ -55,7 +57,11 @@ def faster_table(rows: list[dict[str, Any]]) -> str:
         floor, ours, plain = (row[way][1] for way in WAYS)
         verdict = SAID[p99_against_plain(floor, plain, ours)[0]]
         cells = " ".join(f"{f'{row[w][0]:.0f} / {row[w][1]:.0f}':>22}" for w in WAYS)
-        over = f"plain {plain / floor:.1f}x, Loraplex {ours / floor:.1f}x the floor's p99"
+        over = (
+            f"plain {plain / floor:.1f}x, Loraplex {ours / floor:.1f}x the floor's p99"
+            if floor > 0
+            else "no floor to read against"
+        )
         lines.append(f"{row['speedup']:>4} {row['rate_rps']:>7.1f} {cells}  {verdict} ({over})")
     lines.append(f"(the p99 target, {P99_TARGET}, judged as live: against the floor's p99)")
     return "\n".join(lines)

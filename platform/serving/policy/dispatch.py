@@ -38,6 +38,9 @@ class DispatchQueue:
     and a heap over adapter heads gives O(log n) selection. Active adapters (holding a GPU
     slot) go before ones that need a slot, which keeps batches inside the slots; a request
     that has waited `max_wait_s` goes before both so nobody starves.
+
+    `skip_to_fit` replaces all of that with SGLang's own order (`_oldest_fitting`), for the
+    simulator's model of a plain SGLang engine; the gateway never sets it.
     """
 
     def __init__(self, weight: Weight, max_wait_s: float, skip_to_fit: bool = False) -> None:
@@ -139,6 +142,8 @@ class DispatchQueue:
         }
 
     def _push_head(self, version: VersionId, vq: _VersionQueue) -> None:
+        if self.skip_to_fit:
+            return  # SGLang's order reads `_by_age` only; the heaps would only grow
         heap = self._active_heap if vq.active else self._idle_heap
         heapq.heappush(heap, (vq.items[0].tag, next(self._seq), version))
 
@@ -170,6 +175,7 @@ class DispatchQueue:
         (it holds a slot, or one is free); others are skipped, not refused, and wait with no
         bound (its drainer, `--lora-drain-wait-threshold`, is off by default). A minority
         adapter starves while popular ones keep every slot busy: the plain way's cliff."""
+        self._oldest()  # drops the released ones off the front
         for queued in self._by_age:
             if queued.released:
                 continue

@@ -9,7 +9,14 @@ import pytest
 from loraplex.bench.adapters import backed_off
 from loraplex.bench.adapters_replay import Answer
 from loraplex.bench.adapters_report import MIN_ADAPTER_REQUESTS, table, way_stats
-from loraplex.bench.adapters_verdict import FLOOR, LORAPLEX, PLAIN, targets
+from loraplex.bench.adapters_verdict import (
+    FLOOR,
+    LORAPLEX,
+    NO_CLIFF,
+    PLAIN,
+    p99_against_plain,
+    targets,
+)
 
 SCANNED = 99
 
@@ -87,3 +94,9 @@ def test_without_a_cliff_in_the_plain_way_the_p99_target_is_neither_passed_nor_f
 def test_the_offered_rate_backs_off_only_while_the_floor_cannot_keep_up() -> None:
     assert backed_off(2.0, p50_ms=130.0, unloaded_ms=70.0) is None  # under 2x: it stands
     assert backed_off(2.0, p50_ms=460.0, unloaded_ms=70.0) == 2.0 * 0.7
+
+
+def test_a_cliff_of_loraplexs_own_fails_even_where_the_plain_way_has_none() -> None:
+    assert p99_against_plain(floor=50.0, plain=140.0, ours=1000.0)[0] is False
+    assert p99_against_plain(floor=50.0, plain=140.0, ours=60.0)[0] == NO_CLIFF
+    assert p99_against_plain(floor=float("nan"), plain=140.0, ours=60.0)[0] is None
