@@ -449,7 +449,7 @@ def _print_table(
     verdicts = targets(ways)
     for line in [*verdicts, *predicted_targets(sim)]:
         click.echo(line)
-    faster = at_gpu_rates(run.workload, gpu_slots, host_slots)
+    faster = at_gpu_rates(run.shape, gpu_slots, host_slots)
     click.echo(faster_table(faster))
     return {
         "shape": asdict(shape),

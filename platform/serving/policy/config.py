@@ -29,6 +29,9 @@ class PolicyConfig:
     # Dispatch in SGLang's own order (DispatchQueue._oldest_fitting) instead of fair share
     # with a bounded wait: the simulator's model of a plain SGLang engine, never the gateway.
     skip_to_fit: bool = False
+    # Place as a round-robin balancer does (placement.RoundRobinPlacer): the simulator's
+    # plain way, with `skip_to_fit` and LRU; never the gateway.
+    round_robin: bool = False
     heat_half_life_s: float = 600.0
     cold_load_burst: int = 20
     contain_over_budget: bool = True  # over-budget tenants' entries are evicted first

@@ -28,7 +28,7 @@ from .model import (
     TierCosts,
     VersionId,
 )
-from .placement import PlacementRules, Placer
+from .placement import PlacementRules, Placer, RoundRobinPlacer
 from .reuse import TenantReuse
 
 
@@ -66,7 +66,8 @@ class PolicyCore:
         )
         for version in versions:
             self.cluster.add_version(version)
-        self.placer = Placer(self.cluster, PlacementRules(config.rank_aware, config.max_replicas))
+        rules = PlacementRules(config.rank_aware, config.max_replicas)
+        self.placer = (RoundRobinPlacer if config.round_robin else Placer)(self.cluster, rules)
         self._deferred: set[RequestId] = set()
         self._announced: set[RequestId] = set()  # prefetched on arrival, not yet routed
         self.budget = ColdLoadBudget(

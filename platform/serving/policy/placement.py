@@ -25,7 +25,10 @@ class PlacementRules:
     max_replicas: int = 2
 
 
-def _first(item: tuple[tuple[bool, int, int, int], NodeState]) -> tuple[bool, int, int, int]:
+_Score = tuple[bool, int, int, int]
+
+
+def _first(item: tuple[_Score, NodeState]) -> _Score:
     return item[0]
 
 
@@ -93,7 +96,7 @@ class Placer:
             return None
         return max(holders, key=lambda n: (n.reach(version), -n.load))
 
-    def _score(self, node: NodeState, version: VersionId) -> tuple[bool, int, int, int]:
+    def _score(self, node: NodeState, version: VersionId) -> _Score:
         class_rank = -self._class_index[node.node_id] if self.rules.rank_aware else 0
         return (not node.is_overloaded(), node.reach(version), class_rank, -node.load)
 
@@ -116,3 +119,22 @@ class Placer:
             raise ValueError(f"no engine can serve rank {version.rank}")
         self._fresh[version.version_id] = result = tuple(dict.fromkeys(picked))
         return result
+
+
+class RoundRobinPlacer(Placer):
+    """What a plain load balancer in front of the engines does: each request goes to the
+    next engine in turn that can serve its rank, wherever the adapter is. The simulator's
+    model of the plain way (a round-robin proxy before SGLang), never the gateway's."""
+
+    def __init__(self, cluster: ClusterState, rules: PlacementRules) -> None:
+        super().__init__(cluster, rules)
+        self._turn = 0
+
+    def choose(self, version: AdapterVersion) -> tuple[NodeState, Tier]:
+        """The next node in turn whose rank fits."""
+        nodes = [n for n in self.cluster.nodes.values() if n.spec.fits(version.rank)]
+        if not nodes:
+            raise ValueError(f"no engine can serve rank {version.rank}")
+        node = nodes[self._turn % len(nodes)]
+        self._turn += 1
+        return node, node.reach(version.version_id)

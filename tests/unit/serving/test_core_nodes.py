@@ -6,6 +6,7 @@ from loraplex.serving.policy import (
     AdapterVersion,
     LoadCost,
     NodeSpec,
+    PolicyConfig,
     PolicyCore,
     Request,
     Routed,
@@ -43,3 +44,17 @@ def test_rank_classes_follow_the_nodes_present() -> None:
     core.add_node(spec("big", 64))
     core.remove_node("small")
     assert [c.max_lora_rank for c in core.cluster.classes] == [64]
+
+
+def test_a_round_robin_core_sends_an_adapters_requests_to_each_engine_in_turn() -> None:
+    """The simulator's plain way: a balancer that ignores where the adapter is."""
+    versions = [AdapterVersion("v", "t", 8, 100), AdapterVersion("big", "t", 64, 100)]
+    nodes = [spec("a"), spec("b"), spec("small", 16)]
+    core = PolicyCore(nodes, versions, COSTS, PolicyConfig(round_robin=True))
+    sent = []
+    for i in range(6):
+        routed = core.route(Request(i, "t", "v" if i < 4 else "big", float(i)), float(i))
+        assert isinstance(routed, Routed)
+        sent.append(routed.node_id)
+    assert sent[:4] == ["a", "b", "small", "a"]  # every engine whose rank fits, in turn
+    assert "small" not in sent[4:]  # a rank-64 adapter never goes to a rank-16 engine
