@@ -49,7 +49,7 @@ def at_gpu_rates(
 
 
 def faster_table(rows: list[dict[str, Any]]) -> str:
-    """One line per speed-up: each way's p50 / p99 and the p99 target's verdict there."""
+    """One line per rate: each way's p50 / p99 and the p99 target's verdict there."""
     lines = [
         f"simulator, this load at a GPU's rates ({REQUESTS_PER_RATE:,} requests each, GPU cost "
         "profile), TTFT p50 / p99 ms:",

@@ -56,17 +56,18 @@ def predicted(
     way's engines: how far any eviction policy could take that way on this trace.
 
     Every row starts where its live way starts: the live floor and plain way load every
-    adapter before the clock, and the Loraplex way's windows start once what its uploads
-    warmed is loaded. So every version is uploaded (and warmed) `UPLOAD_SETTLE_S` before
-    the trace's first request. Rows by the way they stand for."""
+    adapter into both engines before the clock (`LOADED_EVERYWHERE`), and the Loraplex
+    way's windows start once what its uploads warmed is loaded. So every version is
+    uploaded (and warmed) `UPLOAD_SETTLE_S` before the trace's first request.
+    Rows by the way they stand for."""
     adapters = len(workload.adapters)
     settled = replace(workload, arrival=workload.arrival + UPLOAD_SETTLE_S)
     resident = replace(settled, adapter=settled.adapter % gpu_slots)
     ours, plain = loraplex_nodes(gpu_slots, host_slots), plain_nodes(gpu_slots, adapters)
     rows = {
-        FLOOR: simulate(f"{FLOOR} (LRU)", resident, plain, LRU, UPLOADED_FIRST),
+        FLOOR: simulate(f"{FLOOR} (sglang)", resident, plain, SGLANG, LOADED_EVERYWHERE),
         LORAPLEX: simulate(DEFAULT_NAME, settled, ours, DEFAULT, UPLOADED_FIRST),
-        PLAIN: simulate("sglang (plain)", settled, plain, SGLANG, UPLOADED_FIRST),
+        PLAIN: simulate("sglang (plain)", settled, plain, SGLANG, LOADED_EVERYWHERE),
     }
     if oracle:
         rows[ORACLE] = simulate(BELADY_NAME, settled, ours, BELADY, UPLOADED_FIRST)
@@ -81,6 +82,10 @@ def predicted(
 # (BenchGateway.upload). With the trace at time 0, its first requests found their adapters
 # still being fetched, which no live window sees.
 UPLOADED_FIRST = Gating(upload_lead_s=math.inf)
+# The floor and the plain way load every adapter into both engines before the clock
+# (`--lora-paths`), as they do live; with the uploads only, the simulator's round robin made
+# each adapter's first request on the second engine a download no live request waits for.
+LOADED_EVERYWHERE = Gating(upload_lead_s=math.inf, loaded_everywhere=True)
 UPLOAD_SETTLE_S = 60.0
 # SGLang as it ships: LRU in every tier, no tenant budget, and its scheduler's own order
 # (the oldest request that fits the batch's slots, no bounded wait: drainer off), behind a
@@ -88,7 +93,7 @@ UPLOAD_SETTLE_S = 60.0
 # was placed by Loraplex's own placer, which keeps an adapter on one engine: on two engines
 # of one rank that doubled the plain way's p50 and quadrupled its p99 at 10 requests/s,
 # against the way it stands for.
-SGLANG = replace(LRU, skip_to_fit=True, round_robin=True)
+SGLANG = replace(LRU, skip_to_fit=True, round_robin=True, spread_for_slots=False)
 
 
 def predicted_targets(rows: dict[str, dict[str, Any]]) -> list[str]:

@@ -25,6 +25,10 @@ class PolicyConfig:
     eviction: str = DEFAULT_EVICTION
     rank_aware: bool = True
     max_replicas: int = 2
+    # A request whose adapter waits for a GPU slot where it is loaded, while another engine
+    # of its class has a slot and a host slot free, loads it there too (a replica, up to
+    # `max_replicas`); requests then go to whichever holder starts them now.
+    spread_for_slots: bool = True
     max_wait_s: float = 10.0
     # Dispatch in SGLang's own order (DispatchQueue._oldest_fitting) instead of fair share
     # with a bounded wait: the simulator's model of a plain SGLang engine, never the gateway.

@@ -28,6 +28,7 @@ from .model import (
     TierCosts,
     VersionId,
 )
+from .node import NodeState
 from .placement import PlacementRules, Placer, RoundRobinPlacer
 from .reuse import TenantReuse
 
@@ -66,7 +67,7 @@ class PolicyCore:
         )
         for version in versions:
             self.cluster.add_version(version)
-        rules = PlacementRules(config.rank_aware, config.max_replicas)
+        rules = PlacementRules(config.rank_aware, config.max_replicas, config.spread_for_slots)
         self.placer = (RoundRobinPlacer if config.round_robin else Placer)(self.cluster, rules)
         self._deferred: set[RequestId] = set()
         self._announced: set[RequestId] = set()  # prefetched on arrival, not yet routed
@@ -107,10 +108,46 @@ class PolicyCore:
             node.host.touch(version.version_id, value, now)
             node.queue.push(request, now)
             node.queue.set_active(version.version_id, node.gpu.is_active(version.version_id))
-            return Routed(node.node_id, found, ())
+            return Routed(node.node_id, found, tuple(self._spread(version, node, now)))
         node.waiting.setdefault(version.version_id, []).append(request)
         actions = self.loader.ensure_loading(node, version.version_id, now)
         return Routed(node.node_id, found, tuple(actions))
+
+    def _spread(self, version: AdapterVersion, node: NodeState, now: float) -> list[Action]:
+        """The adapter waits for a GPU slot on `node`: load it onto another engine that fits
+        its rank and has a GPU slot and a host slot free (evicting nothing), so that its next
+        requests can start there (placement prefers the holder where a request starts now).
+        Up to `max_replicas` copies in memory; like a warm, only for a tenant within its
+        cold-load budget and not charged to it. On two engines of one rank class this took
+        the simulator's p99 from 970 to 70 ms at 10 requests/s (docs/many-adapters.md)."""
+        vid = version.version_id
+        if not self.config.spread_for_slots or node.starts_now(vid):
+            return []
+        if sum(1 for n in self.cluster.holders(vid) if n.reach(vid) >= Tier.LOADED) >= (
+            self.config.max_replicas
+        ):
+            return []
+        barred = self.cluster.barred.get(vid, set())
+        spare = [
+            n
+            for n in self.cluster.nodes.values()
+            if n is not node
+            and n.node_id not in barred
+            and n.spec.fits(version.rank)
+            and n.reach(vid) < Tier.LOADED
+            and n.host.free() > 0
+            and not n.blocked
+            and n.starts_now(vid)
+        ]
+        if not spare:
+            return []
+        target = min(spare, key=lambda n: (-n.reach(vid), n.load))
+        if target.reach(vid) is Tier.DISK:
+            return self.loader.start(target, vid, Tier.LOADED, now)
+        if not self.budget.would_allow(version.tenant_id, now):
+            return []
+        target.want_loaded.add(vid)
+        return self.loader.start(target, vid, Tier.DISK, now)
 
     def prefetch(self, request: Request, now: float) -> list[Action]:
         """A request arrived and waits (for admission) before it is routed: start fetching

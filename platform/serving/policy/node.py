@@ -57,6 +57,12 @@ class NodeState:
             return Tier.DISK
         return Tier.COLD
 
+    def starts_now(self, version: VersionId) -> bool:
+        """Whether a request for the version would get a GPU slot here at once: the
+        adapter holds one, or one is free (dispatch gives a free slot out as soon as any
+        request waits for one, so a free slot is not spoken for)."""
+        return self.gpu.is_active(version) or self.gpu.has_free_slot()
+
     def reach(self, version: VersionId) -> Tier:
         """The tier the version has here or is being loaded into."""
         return max(self.tier_of(version), self.pending.get(version, Tier.COLD))

@@ -23,9 +23,10 @@ class PlacementRules:
 
     rank_aware: bool = True
     max_replicas: int = 2
+    spread: bool = True  # among engines holding it in memory, one where it starts now
 
 
-_Score = tuple[bool, int, int, int]
+_Score = tuple[bool, bool, int, int, int]
 
 
 def _first(item: tuple[_Score, NodeState]) -> _Score:
@@ -68,9 +69,9 @@ class Placer:
         ]
         scored = [(self._score(n, vid), n) for n in holders]
         best = max(scored, key=_first, default=None)
-        if best is not None and best[0][0] and best[0][1] >= Tier.LOADED:
-            return best[1], Tier(best[0][1])  # fast path: resident on a node with room
-        resident = sum(1 for key, _ in scored if key[1] >= Tier.LOADED)
+        if best is not None and best[0][0] and best[0][2] >= Tier.LOADED:
+            return best[1], Tier(best[0][2])  # fast path: resident on a node with room
+        resident = sum(1 for key, _ in scored if key[2] >= Tier.LOADED)
         if resident < self.rules.max_replicas:
             held = {n.node_id for n in holders}
             nodes = self.cluster.nodes
@@ -86,7 +87,7 @@ class Placer:
                 if n.spec.fits(version.rank) and n.node_id not in barred
             ]
         key, node = max(scored, key=_first)
-        return node, Tier(key[1])
+        return node, Tier(key[2])
 
     def best_holder(self, version: VersionId) -> NodeState | None:
         """The node where the version is closest to the GPU (then least loaded), if any."""
@@ -98,7 +99,9 @@ class Placer:
 
     def _score(self, node: NodeState, version: VersionId) -> _Score:
         class_rank = -self._class_index[node.node_id] if self.rules.rank_aware else 0
-        return (not node.is_overloaded(), node.reach(version), class_rank, -node.load)
+        reach = node.reach(version)
+        starts_now = self.rules.spread and reach >= Tier.LOADED and node.starts_now(version)
+        return (not node.is_overloaded(), starts_now, reach, class_rank, -node.load)
 
     def _fresh_candidates(self, version: AdapterVersion) -> tuple[NodeId, ...]:
         cached = self._fresh.get(version.version_id)

@@ -27,6 +27,8 @@ _DEFAULTS: dict[str, dict[str, float]] = {
     # at 20/s the gate's queue grows without end and loading early cannot help).
     "gated": {"requests": 30_000, "adapters": 1_000, "engines": 4, "rate": 16.0},
     "uploads": {"requests": 30_000, "adapters": 1_000, "engines": 4, "rate": 12.0},
+    # Spread for slots: a working set that fits host memory and contends for GPU slots.
+    "spread": {"requests": 30_000, "adapters": 64, "engines": 4, "rate": 40.0},
 }
 # `targets` runs the scenarios whose targets the issue note reports, each at its defaults.
 TARGET_SCENARIOS = ("stationary", "shifting", "scan", "rank-aware")

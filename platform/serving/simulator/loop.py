@@ -67,10 +67,13 @@ class Gating:
     their adapters (`load_on_arrival`). `upload_lead_s`: each adapter version is uploaded
     this long before its first request, and `PolicyCore.warm` may fetch it then
     (`warm_on_upload`). None: no gate, no uploads (every other scenario).
+    `loaded_everywhere`: at time 0 every engine loads every version its rank and host slots
+    allow (`PolicyCore.restore`), as an SGLang engine started with all of them does.
     """
 
     places: int | None = None
     upload_lead_s: float | None = None
+    loaded_everywhere: bool = False
 
 
 class Simulator:
@@ -109,6 +112,9 @@ class Simulator:
         i = 0
         now = 0.0
         self._schedule_uploads()
+        if self.gating.loaded_everywhere:
+            for node in self.nodes:
+                self._apply(self.core.restore(node.node_id, self._versions, 0.0), 0.0)
         while i < total or events:
             if events and (i >= total or events[0][0] <= arrival[i]):
                 now, _, kind, a, b = heapq.heappop(events)

@@ -188,6 +188,23 @@ def uploads(spec: WorkloadSpec, shape: ClusterShape) -> list[dict[str, Any]]:
     ]
 
 
+# A request whose adapter waits for a GPU slot copies it to an engine with one free
+# (policy/core.py `_spread`), each against the policy without it.
+NO_SPREAD = "default, one engine per adapter"
+SPREAD = "default, spread for slots"
+
+
+def spread(spec: WorkloadSpec, shape: ClusterShape) -> list[dict[str, Any]]:
+    """Every engine in one rank class: an adapter stays on the engine that loaded it, and
+    waits there for a GPU slot while another engine has one free; or a copy goes there."""
+    workload = generate(spec)
+    nodes = uniform_nodes(shape)
+    return [
+        simulate(NO_SPREAD, workload, nodes, replace(DEFAULT, spread_for_slots=False)),
+        simulate(SPREAD, workload, nodes, DEFAULT),
+    ]
+
+
 Scenario = Callable[[WorkloadSpec, ClusterShape], list[dict[str, Any]]]
 SCENARIOS: dict[str, Scenario] = {
     "stationary": stationary,
@@ -197,4 +214,5 @@ SCENARIOS: dict[str, Scenario] = {
     "scale": scale,
     "gated": gated,
     "uploads": uploads,
+    "spread": spread,
 }

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from loraplex.serving.policy import (
     TIER_COSTS,
+    Action,
     AdapterVersion,
     Deferred,
     Load,
@@ -114,3 +117,38 @@ def test_reconcile_forgets_what_the_engine_dropped() -> None:
         c.request_finished("r8", d.request, 1.0)
     c.reconcile("r8", set(), 2.0)
     assert c.cluster.nodes["r8"].tier_of("a") is Tier.DISK
+
+
+def loads(actions: Iterable[Action]) -> list[tuple[str, str, Tier]]:
+    return [(a.node_id, a.version_id, a.tier) for a in actions if isinstance(a, Load)]
+
+
+def test_an_adapter_waiting_for_a_slot_is_copied_where_one_is_free_and_served_there() -> None:
+    """Two engines of one rank class with one GPU slot each. Engine x holds "a" and "b" in
+    memory and a request of "a" runs in its slot: a request of "b" waits there, so "b" is
+    loaded onto y too, and the next request of "b" goes to y, where it starts at once."""
+    nodes = [NodeSpec(n, 64, gpu_slots=1, host_slots=2, disk_budget_bytes=100 * MB) for n in "xy"]
+    c = PolicyCore(nodes, [v("a"), v("b")], TIER_COSTS, PolicyConfig())
+    pending = c.restore("x", {"a", "b"}, 0.0)
+    while pending:
+        node_id, version, tier = loads(pending)[0]
+        pending = pending[1:] + c.load_finished(node_id, version, tier, 0.0)
+    assert isinstance(route(c, 1, "a"), Routed)
+    assert [d.request.request_id for d in c.dispatch("x", 0.0)] == [1]
+    waiting = route(c, 2, "b")
+    assert isinstance(waiting, Routed) and waiting.node_id == "x"
+    assert loads(waiting.actions) == [("y", "b", Tier.DISK)]
+    finish_loads(c, waiting)
+    assert c.cluster.nodes["y"].tier_of("b") is Tier.LOADED
+    after = route(c, 3, "b")
+    assert isinstance(after, Routed) and after.node_id == "y" and not after.actions
+
+
+def test_no_copy_is_made_where_the_adapter_starts_at_once() -> None:
+    nodes = [NodeSpec(n, 64, gpu_slots=1, host_slots=2, disk_budget_bytes=100 * MB) for n in "xy"]
+    c = PolicyCore(nodes, [v("a")], TIER_COSTS, PolicyConfig())
+    finish_loads(c, first := route(c, 1, "a"))
+    assert isinstance(first, Routed)
+    c.dispatch(first.node_id, 0.0)  # "a" holds the slot: its next request joins it
+    again = route(c, 2, "a")
+    assert isinstance(again, Routed) and again.node_id == first.node_id and not again.actions
