@@ -175,7 +175,7 @@ class LivePlacement:
                 request, outcome.node_id, pool.epoch(outcome.node_id) or 0, outcome.found, now
             )
             pool.claims[request_id] = claim
-            self.runner.apply(pool, outcome.node_id, outcome.actions)
+            self.runner.apply(pool, outcome.actions)
             self.dispatch(pool, outcome.node_id)
             dispatch = await self._await_dispatch(pool, claim)
             if dispatch is None:
@@ -222,7 +222,7 @@ class LivePlacement:
         if not pool.current(claim):
             return  # that engine incarnation left the core with its state
         actions = pool.core.request_finished(claim.node_id, claim.request, self.clock())
-        self.runner.apply(pool, claim.node_id, actions)
+        self.runner.apply(pool, actions)
         self.dispatch(pool, claim.node_id)
 
     def dispatch(self, pool: Pool, node_id: str) -> None:
@@ -314,7 +314,7 @@ class LivePlacement:
             log.warning("engine %s is draining: re-placing %d adapter load(s)",
                         node.handle.name, len(actions))  # fmt: skip
             for action in actions:
-                self.runner.apply(pool, action.node_id, [action])
+                self.runner.apply(pool, [action])
 
     def node_spec(self, handle: EngineHandle) -> NodeSpec:
         """The core's view of an engine's capacities."""
@@ -360,7 +360,7 @@ class LivePlacement:
             self._resident[node_id] = set(node.host)
         ops = self.ops.for_engine(handle)
         ops.held(handle, [UUID(v) for v in node.host if v not in node.pending])
-        self.runner.apply(pool, node_id, actions)
+        self.runner.apply(pool, actions)
         self.dispatch(pool, node_id)
 
     async def engine_restarted(self, engine_id: str) -> None:
@@ -380,7 +380,7 @@ class LivePlacement:
         held = self._resident.get(node_id, set())
         actions = pool.core.restore(node_id, held, self.clock())
         log.info("engine %s restarted: restoring %d adapter load(s)", node_id, len(actions))
-        self.runner.apply(pool, node_id, actions)
+        self.runner.apply(pool, actions)
         self.dispatch(pool, node_id)
 
     async def reconcile_all(self) -> None:
@@ -432,7 +432,7 @@ class LivePlacement:
                 continue
             self._register(pool, facts)
             for action in pool.core.promote(str(old), str(new), self.clock()):
-                self.runner.apply(pool, action.node_id, [action])
+                self.runner.apply(pool, [action])
 
     async def warm(self, base_model: str, version_id: UUID) -> None:
         """A version became ready: fetch it where its first request will go (core.warm)."""
@@ -444,7 +444,7 @@ class LivePlacement:
             return
         self._register(pool, facts)
         for action in pool.core.warm(str(version_id), self.clock()):
-            self.runner.apply(pool, action.node_id, [action])
+            self.runner.apply(pool, [action])
 
     async def pin(self, version_id: UUID) -> bool:
         """Operator pin of a version (never evicted); False when the plan allows no more.

@@ -38,10 +38,15 @@ class ActionRunner:
         self._tasks: set[asyncio.Task[None]] = set()
         self._unloaded: dict[str, dict[str, float]] = {}  # node -> version -> when
 
-    def apply(self, pool: Pool, node_id: str, actions: Sequence[Action]) -> None:
-        """Start carrying out a batch (no-op for an empty one)."""
-        if actions:
-            self._spawn(self._perform(pool, node_id, pool.epoch(node_id), list(actions)))
+    def apply(self, pool: Pool, actions: Sequence[Action]) -> None:
+        """Start carrying out a batch, each action on the engine it names, in order per
+        engine (no-op for an empty batch). A request's route may name two engines: its
+        own, and one its adapter is copied to (`PolicyCore._spread`)."""
+        by_node: dict[str, list[Action]] = {}
+        for action in actions:
+            by_node.setdefault(action.node_id, []).append(action)
+        for node_id, batch in by_node.items():
+            self._spawn(self._perform(pool, node_id, pool.epoch(node_id), batch))
 
     def recently_unloaded(self, node_id: str) -> set[str]:
         """Versions unloaded from the node within the grace period."""
@@ -118,7 +123,7 @@ class ActionRunner:
         self._unloaded.get(node_id, {}).pop(action.version_id, None)
         now = self.placement.clock()
         after = pool.core.load_finished(node_id, action.version_id, action.tier, now)
-        self.apply(pool, node_id, after)
+        self.apply(pool, after)
         self.placement.dispatch(pool, node_id)
 
     def _engine_loaded(

@@ -99,9 +99,12 @@ class Placer:
 
     def _score(self, node: NodeState, version: VersionId) -> _Score:
         class_rank = -self._class_index[node.node_id] if self.rules.rank_aware else 0
-        reach = node.reach(version)
-        starts_now = self.rules.spread and reach >= Tier.LOADED and node.starts_now(version)
-        return (not node.is_overloaded(), starts_now, reach, class_rank, -node.load)
+        starts_now = (
+            self.rules.spread
+            and node.tier_of(version) >= Tier.LOADED  # in memory now, not on its way
+            and node.starts_now(version)
+        )
+        return (not node.is_overloaded(), starts_now, node.reach(version), class_rank, -node.load)
 
     def _fresh_candidates(self, version: AdapterVersion) -> tuple[NodeId, ...]:
         cached = self._fresh.get(version.version_id)

@@ -152,3 +152,44 @@ def test_no_copy_is_made_where_the_adapter_starts_at_once() -> None:
     c.dispatch(first.node_id, 0.0)  # "a" holds the slot: its next request joins it
     again = route(c, 2, "a")
     assert isinstance(again, Routed) and again.node_id == first.node_id and not again.actions
+
+
+def test_of_two_engines_holding_an_adapter_the_one_where_it_starts_now_wins_over_less_load() -> (
+    None
+):
+    """p's only GPU slot runs "b"; q runs two requests of "c" and has a slot free: "a",
+    in memory on both, goes to q, the busier engine of the larger rank class, because it
+    starts there at once."""
+    nodes = [
+        NodeSpec("p", 16, gpu_slots=1, host_slots=3, disk_budget_bytes=100 * MB),
+        NodeSpec("q", 64, gpu_slots=2, host_slots=3, disk_budget_bytes=100 * MB),
+    ]
+    c = PolicyCore(nodes, [v("a"), v("b"), v("c")], TIER_COSTS, PolicyConfig())
+    for node_id in ("p", "q"):
+        pending = c.restore(node_id, {"a", "b", "c"}, 0.0)
+        while pending:
+            at, version, tier = loads(pending)[0]
+            pending = pending[1:] + c.load_finished(at, version, tier, 0.0)
+    for rid, version, node_id in ((1, "b", "p"), (2, "c", "q"), (3, "c", "q")):
+        routed = route(c, rid, version)
+        assert isinstance(routed, Routed) and routed.node_id == node_id
+        assert [d.request.request_id for d in c.dispatch(node_id, 0.0)] == [rid]
+    chosen = route(c, 4, "a")
+    assert isinstance(chosen, Routed) and chosen.node_id == "q" and not chosen.actions
+
+
+def test_a_copy_on_its_way_is_not_started_again_nor_a_third_one() -> None:
+    """While "b"'s copy downloads to y, more requests of "b" waiting on x start nothing."""
+    nodes = [NodeSpec(n, 64, gpu_slots=1, host_slots=2, disk_budget_bytes=100 * MB) for n in "xyz"]
+    c = PolicyCore(nodes, [v("a"), v("b")], TIER_COSTS, PolicyConfig())
+    pending = c.restore("x", {"a", "b"}, 0.0)
+    while pending:
+        node_id, version, tier = loads(pending)[0]
+        pending = pending[1:] + c.load_finished(node_id, version, tier, 0.0)
+    assert isinstance(route(c, 1, "a"), Routed)
+    c.dispatch("x", 0.0)
+    first = route(c, 2, "b")
+    assert isinstance(first, Routed) and len(loads(first.actions)) == 1
+    for rid in (3, 4):
+        again = route(c, rid, "b")
+        assert isinstance(again, Routed) and again.node_id == "x" and not loads(again.actions)

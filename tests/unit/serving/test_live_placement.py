@@ -283,3 +283,24 @@ async def test_a_disk_cache_the_core_overfills_keeps_to_its_budget(cluster: Clus
         await cluster.serve(version)
     await cluster.cache.aclose()
     assert (a.version_id in cluster.cache, b.version_id in cluster.cache) == (False, True)
+
+
+async def test_an_adapter_waiting_for_a_slot_is_copied_onto_the_engine_with_one_free(
+    cluster: Cluster,
+) -> None:
+    """x holds "a" and "b" and runs "a" in its only GPU slot; a request of "b" waits for
+    it, and "b" is loaded onto y meanwhile (the copy is carried out on y, not on x)."""
+    x = cluster.engine("x", gpu_slots=1, host_slots=2)
+    a, b = cluster.version(), cluster.version()
+    await cluster.serve(a)
+    await cluster.serve(b)
+    y = cluster.engine("y", gpu_slots=1, host_slots=2)
+    running = await cluster.placement.acquire(BASE, a.version_id)
+    assert running is not None and running.engine is x
+    waiting = asyncio.create_task(cluster.placement.acquire(BASE, b.version_id))
+    await settle(cluster.placement)
+    assert name_of(b) in loaded(y) and not waiting.done()
+    running.release()
+    seat = await waiting
+    assert seat is not None and seat.engine is x
+    seat.release()
