@@ -123,16 +123,21 @@ def loads(actions: Iterable[Action]) -> list[tuple[str, str, Tier]]:
     return [(a.node_id, a.version_id, a.tier) for a in actions if isinstance(a, Load)]
 
 
+def restored(c: PolicyCore, node_id: str, versions: set[str]) -> None:
+    """The node holds `versions` in memory, every load finished."""
+    pending = c.restore(node_id, versions, 0.0)
+    while pending:
+        at, version, tier = loads(pending)[0]
+        pending = pending[1:] + c.load_finished(at, version, tier, 0.0)
+
+
 def test_an_adapter_waiting_for_a_slot_is_copied_where_one_is_free_and_served_there() -> None:
     """Two engines of one rank class with one GPU slot each. Engine x holds "a" and "b" in
     memory and a request of "a" runs in its slot: a request of "b" waits there, so "b" is
     loaded onto y too, and the next request of "b" goes to y, where it starts at once."""
     nodes = [NodeSpec(n, 64, gpu_slots=1, host_slots=2, disk_budget_bytes=100 * MB) for n in "xy"]
     c = PolicyCore(nodes, [v("a"), v("b")], TIER_COSTS, PolicyConfig())
-    pending = c.restore("x", {"a", "b"}, 0.0)
-    while pending:
-        node_id, version, tier = loads(pending)[0]
-        pending = pending[1:] + c.load_finished(node_id, version, tier, 0.0)
+    restored(c, "x", {"a", "b"})
     assert isinstance(route(c, 1, "a"), Routed)
     assert [d.request.request_id for d in c.dispatch("x", 0.0)] == [1]
     waiting = route(c, 2, "b")
@@ -166,10 +171,7 @@ def test_of_two_engines_holding_an_adapter_the_one_where_it_starts_now_wins_over
     ]
     c = PolicyCore(nodes, [v("a"), v("b"), v("c")], TIER_COSTS, PolicyConfig())
     for node_id in ("p", "q"):
-        pending = c.restore(node_id, {"a", "b", "c"}, 0.0)
-        while pending:
-            at, version, tier = loads(pending)[0]
-            pending = pending[1:] + c.load_finished(at, version, tier, 0.0)
+        restored(c, node_id, {"a", "b", "c"})
     for rid, version, node_id in ((1, "b", "p"), (2, "c", "q"), (3, "c", "q")):
         routed = route(c, rid, version)
         assert isinstance(routed, Routed) and routed.node_id == node_id
@@ -182,10 +184,7 @@ def test_a_copy_on_its_way_is_not_started_again_nor_a_third_one() -> None:
     """While "b"'s copy downloads to y, more requests of "b" waiting on x start nothing."""
     nodes = [NodeSpec(n, 64, gpu_slots=1, host_slots=2, disk_budget_bytes=100 * MB) for n in "xyz"]
     c = PolicyCore(nodes, [v("a"), v("b")], TIER_COSTS, PolicyConfig())
-    pending = c.restore("x", {"a", "b"}, 0.0)
-    while pending:
-        node_id, version, tier = loads(pending)[0]
-        pending = pending[1:] + c.load_finished(node_id, version, tier, 0.0)
+    restored(c, "x", {"a", "b"})
     assert isinstance(route(c, 1, "a"), Routed)
     c.dispatch("x", 0.0)
     first = route(c, 2, "b")
