@@ -93,7 +93,7 @@ def test_without_a_cliff_in_the_plain_way_the_p99_target_is_neither_passed_nor_f
 
 def test_the_offered_rate_backs_off_only_while_the_floor_cannot_keep_up() -> None:
     assert backed_off(2.0, p50_ms=130.0, unloaded_ms=70.0) is None  # under 2x: it stands
-    assert backed_off(2.0, p50_ms=460.0, unloaded_ms=70.0) == 2.0 * 0.7
+    assert backed_off(2.0, p50_ms=460.0, unloaded_ms=70.0) == 2.0 * 0.5
 
 
 def test_a_cliff_of_loraplexs_own_fails_even_where_the_plain_way_has_none() -> None:
